@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Builds the test world's binaries (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, etcd, kwok) from the Go module proxy at pinned
+# versions into a cache keyed by version, and skips whatever is already there.
+# Prints the bin directory of each component on stdout as NAME=DIR lines,
+# and kwok's stage directory as KWOK_STAGES=DIR.
+set -euo pipefail
+
+KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.35.4}"
+ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/testworld"
+
+log() { echo "build-testworld: $*" >&2; }
+
+# build_kubernetes compiles the control-plane components and kubectl from a
+# throwaway module that requires k8s.io/kubernetes. Its staging modules are
+# replaced by their published versions, exactly as k8s.io/kubernetes' own
+# go.mod replaces them with local directories.
+build_kubernetes() {
+  local out="$CACHE/kubernetes-$KUBERNETES_VERSION"
+  if [[ -x "$out/bin/kube-apiserver" && -x "$out/bin/kube-controller-manager" && -x "$out/bin/kube-scheduler" && -x "$out/bin/kubectl" ]]; then
+    echo "KUBERNETES_BIN=$out/bin"; return
+  fi
+  log "building kubernetes $KUBERNETES_VERSION (takes several minutes on a cold cache)"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  local gomod
+  gomod="$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
+  local staging="v0${KUBERNETES_VERSION#v1}"
+  {
+    echo "module flotilla.local/testworld-kubernetes"
+    echo
+    echo "go 1.25"
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&$2=="=>"{print $1}' "$gomod" |
+      while read -r m; do echo "replace $m => $m $staging"; done
+  } >"$work/go.mod"
+  mkdir -p "$work/kube-apiserver" "$work/kube-controller-manager" "$work/kube-scheduler" "$work/kubectl"
+  cat >"$work/kube-apiserver/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-apiserver/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }
+GO
+  cat >"$work/kube-controller-manager/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
+GO
+  cat >"$work/kube-scheduler/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewSchedulerCommand())) }
+GO
+  cat >"$work/kubectl/main.go" <<'GO'
+package main
+
+import (
+	"k8s.io/component-base/cli"
+	"k8s.io/kubectl/pkg/cmd"
+	"k8s.io/kubectl/pkg/cmd/util"
+)
+
+func main() {
+	if err := cli.RunNoErrOutput(cmd.NewDefaultKubectlCommand()); err != nil {
+		util.CheckErr(err)
+	}
+}
+GO
+  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  (cd "$work" && go mod tidy >&2 &&
+    mkdir -p "$out/bin.tmp" &&
+    go build -trimpath -o "$out/bin.tmp/" \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+      ./kube-apiserver ./kube-controller-manager ./kube-scheduler ./kubectl)
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  echo "KUBERNETES_BIN=$out/bin"
+}
+
+build_etcd() {
+  local out="$CACHE/etcd-$ETCD_VERSION"
+  if [[ -x "$out/bin/etcd" ]]; then echo "ETCD_BIN=$out/bin"; return; fi
+  log "building etcd $ETCD_VERSION"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  printf 'module flotilla.local/testworld-etcd\n\ngo 1.25\n' >"$work/go.mod"
+  (cd "$work" && go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2 &&
+    mkdir -p "$out/bin.tmp" &&
+    go build -trimpath -ldflags "-s -w" -o "$out/bin.tmp/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  echo "ETCD_BIN=$out/bin"
+}
+
+# KWOK_STAGES lists the stage files kwok needs: without any stage it exits
+# with "no stages found". These are the files of kwok's own "fast" stage set
+# (kustomize/stage/fast), taken from the module cache so that none of kwok's
+# files live in this repository.
+KWOK_STAGES=(
+  node/fast/node-initialize.yaml
+  node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  pod/fast/pod-ready.yaml
+  pod/fast/pod-complete.yaml
+  pod/fast/pod-delete.yaml
+)
+
+build_kwok() {
+  local out="$CACHE/kwok-$KWOK_VERSION"
+  if [[ ! -x "$out/bin/kwok" ]]; then
+    log "building kwok $KWOK_VERSION"
+    mkdir -p "$out/bin.tmp"
+    GOBIN="$out/bin.tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
+    rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  fi
+  local s have=1
+  for s in "${KWOK_STAGES[@]}"; do [[ -f "$out/stages/${s##*/}" ]] || have=0; done
+  if [[ $have == 0 ]]; then
+    log "copying kwok $KWOK_VERSION stages"
+    local work src; work="$(mktemp -d)"
+    trap 'rm -rf "$work"' RETURN
+    src="$(cd "$work" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')"
+    [[ -n "$src" ]] || { log "cannot find sigs.k8s.io/kwok@$KWOK_VERSION in the module cache"; return 1; }
+    mkdir -p "$out/stages.tmp"
+    for s in "${KWOK_STAGES[@]}"; do install -m 0644 "$src/kustomize/stage/$s" "$out/stages.tmp/"; done
+    rm -rf "$out/stages" && mv "$out/stages.tmp" "$out/stages"
+  fi
+  echo "KWOK_BIN=$out/bin"
+  echo "KWOK_STAGES=$out/stages"
+}
+
+build_etcd
+build_kwok
+build_kubernetes

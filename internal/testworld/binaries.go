@@ -1,0 +1,152 @@
+package testworld
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// buildScript is the script, relative to the repository root, that builds
+// the binaries into a per-version cache and prints where they are.
+const buildScript = "hack/build-testworld.sh"
+
+// Bin holds the paths of the binaries a world runs.
+type Bin struct {
+	KubeAPIServer         string
+	KubeControllerManager string
+	KubeScheduler         string
+	Kubectl               string
+	Etcd                  string
+	Kwok                  string
+	// KwokStages is the directory holding the kwok Stage YAML files that
+	// drive the fake nodes and pods; kwok does nothing without stages.
+	KwokStages string
+}
+
+// Binaries runs hack/build-testworld.sh from the repository root (found by
+// walking up from the working directory to go.mod) and returns the paths it
+// reports. The script skips whatever is already built, so this is cheap when
+// the cache is warm; a cold build takes many minutes and shows its progress
+// on stderr.
+func Binaries(ctx context.Context) (Bin, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return Bin{}, err
+	}
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
+	cmd.Dir = root
+	cmd.Stdout = &stdout
+	// The script is silent when everything is cached; when it builds, its
+	// progress is worth seeing live.
+	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
+	if err := cmd.Run(); err != nil {
+		return Bin{}, fmt.Errorf("run %s: %w; its last output:\n%s", buildScript, err, stderr.String())
+	}
+	dirs := map[string]string{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		if name, dir, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			dirs[name] = dir
+		}
+	}
+	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES"} {
+		if dirs[name] == "" {
+			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
+		}
+	}
+	b := Bin{
+		KubeAPIServer:         filepath.Join(dirs["KUBERNETES_BIN"], "kube-apiserver"),
+		KubeControllerManager: filepath.Join(dirs["KUBERNETES_BIN"], "kube-controller-manager"),
+		KubeScheduler:         filepath.Join(dirs["KUBERNETES_BIN"], "kube-scheduler"),
+		Kubectl:               filepath.Join(dirs["KUBERNETES_BIN"], "kubectl"),
+		Etcd:                  filepath.Join(dirs["ETCD_BIN"], "etcd"),
+		Kwok:                  filepath.Join(dirs["KWOK_BIN"], "kwok"),
+		KwokStages:            dirs["KWOK_STAGES"],
+	}
+	if err := b.validate(); err != nil {
+		return Bin{}, err
+	}
+	return b, nil
+}
+
+// RepoRoot returns the nearest directory at or above the working directory
+// that holds a go.mod, which is where hack/ lives.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repository root: %w", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, buildScript)); err != nil {
+				return "", fmt.Errorf("find repository root: %s has go.mod but no %s", dir, buildScript)
+			}
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("find repository root: no go.mod at or above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// validate checks that every binary is an executable file and that there are
+// stages, so that a broken cache fails here rather than as a process that
+// dies during Start.
+func (b Bin) validate() error {
+	for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Errorf("test world binary: %w", err)
+		}
+		if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			return fmt.Errorf("test world binary %s is not an executable file", p)
+		}
+	}
+	if _, err := b.kwokStageFiles(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// kwokStageFiles lists the stage YAML files, sorted so that kwok's arguments
+// are the same on every run.
+func (b Bin) kwokStageFiles() ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(b.KwokStages, "*.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("list kwok stages: %w", err)
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("no kwok stage files in %q; rerun %s", b.KwokStages, buildScript)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// tailBuffer keeps the last max bytes written to it, for quoting the end of
+// a long output in an error.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > t.max {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.buf) }

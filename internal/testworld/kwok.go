@@ -1,0 +1,132 @@
+package testworld
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// NodeSpec describes one fake node, which kwok keeps Ready and whose pods it
+// marks Running without running anything.
+type NodeSpec struct {
+	// Name is the Node's name and kubernetes.io/hostname label.
+	Name string
+	// Labels are added to the node's labels, and win over the defaults
+	// (type=kwok, kubernetes.io/hostname, kubernetes.io/os,
+	// kubernetes.io/arch).
+	Labels map[string]string
+	// Allocatable is the node's allocatable and capacity. Resources it does
+	// not name default to cpu 32, memory 256Gi, pods 110.
+	Allocatable corev1.ResourceList
+}
+
+// Marks of the nodes kwok manages: kwok picks nodes by the annotation, and
+// the label lets tests tell fake nodes from virtual ones.
+const (
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	kwokNodeValue      = "fake"
+	kwokNodeLabel      = "type"
+	kwokNodeLabelValue = "kwok"
+)
+
+// kwokLeaseSeconds enables node leases: the node-heartbeat-with-lease stage
+// refreshes node status only every ten minutes or so and relies on leases to
+// keep the node-lifecycle controller from marking nodes NotReady.
+const kwokLeaseSeconds = 40
+
+func (c *Cluster) kwokArgs() []string {
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--manage-all-nodes=false",
+		// Only our fake nodes: virtual nodes registered later by flotilla
+		// in the same cluster are not kwok's.
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=" + kwokNodeValue,
+		"--node-ip=" + AdvertiseIP,
+		"--node-port=" + strconv.Itoa(c.ports.kwok),
+		"--server-address=0.0.0.0:" + strconv.Itoa(c.ports.kwok),
+		"--tls-cert-file=" + c.pki.kwokCert,
+		"--tls-private-key-file=" + c.pki.kwokKey,
+		"--cidr=" + c.PodCIDR,
+		"--node-lease-duration-seconds=" + strconv.Itoa(kwokLeaseSeconds),
+	}
+	for _, f := range c.kwokStages {
+		args = append(args, "--config="+f)
+	}
+	return args
+}
+
+// defaultAllocatable is what a fake node offers unless its NodeSpec says
+// otherwise: enough that tests are never short of room.
+func defaultAllocatable() corev1.ResourceList {
+	return corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+}
+
+// fakeNode returns the Node object for spec. Its status carries the
+// resources, which kwok's node-initialize stage keeps.
+func fakeNode(spec NodeSpec) *corev1.Node {
+	labels := map[string]string{
+		kwokNodeLabel:          kwokNodeLabelValue,
+		corev1.LabelHostname:   spec.Name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+	}
+	for k, v := range spec.Labels {
+		labels[k] = v
+	}
+	res := defaultAllocatable()
+	for k, v := range spec.Allocatable {
+		res[k] = v.DeepCopy()
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.Name,
+			Labels:      labels,
+			Annotations: map[string]string{kwokNodeAnnotation: kwokNodeValue},
+		},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res.DeepCopy()},
+	}
+}
+
+func (c *Cluster) createNodes(ctx context.Context) error {
+	for _, spec := range c.nodes {
+		_, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create fake node %s in %s: %w", spec.Name, c.Name, err)
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) waitNodesReady(ctx context.Context) error {
+	for _, spec := range c.nodes {
+		err := c.waitFor(ctx, "node "+spec.Name+" to be Ready", func(ctx context.Context) (bool, error) {
+			n, err := c.client.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return nodeReady(n), nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

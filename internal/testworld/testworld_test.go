@@ -1,0 +1,273 @@
+package testworld_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+func TestMain(m *testing.M) { os.Exit(testworld.RunInNetns(m.Run)) }
+
+// binaries builds or finds the binaries once per test, outside the timing
+// of the start itself.
+func binaries(tb testing.TB) *testworld.Bin {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	bin, err := testworld.Binaries(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &bin
+}
+
+func membersConfig(n, nodes int) []testworld.ClusterConfig {
+	var members []testworld.ClusterConfig
+	for i := 1; i <= n; i++ {
+		m := testworld.ClusterConfig{Name: fmt.Sprintf("member-%d", i)}
+		for j := 1; j <= nodes; j++ {
+			m.Nodes = append(m.Nodes, testworld.NodeSpec{
+				Name:   fmt.Sprintf("m%d-node-%d", i, j),
+				Labels: map[string]string{"topology.kubernetes.io/zone": fmt.Sprintf("zone-%d", j)},
+			})
+		}
+		members = append(members, m)
+	}
+	return members
+}
+
+func TestWorld(t *testing.T) {
+	bin := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	members := membersConfig(2, 2)
+	members[0].Nodes[0].Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}
+	began := time.Now()
+	w, err := testworld.Start(ctx, testworld.Config{Members: members, Bin: bin, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("warm start of host + 2 members (2 fake nodes each): %.1fs", time.Since(began).Seconds())
+	t.Cleanup(func() {
+		if err := w.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	if got := len(w.Members()); got != 2 {
+		t.Fatalf("Members() = %d clusters, want 2", got)
+	}
+	if w.Member("nope") != nil {
+		t.Error(`Member("nope") is not nil`)
+	}
+	if n := w.Host().Process(testworld.ComponentKwok); n != nil {
+		t.Error("the host runs kwok though it has no fake nodes")
+	}
+
+	t.Run("nodes ready", func(t *testing.T) {
+		for _, m := range w.Members() {
+			nodes, err := m.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(nodes.Items) != 2 {
+				t.Errorf("%s has %d nodes, want 2", m.Name, len(nodes.Items))
+			}
+			for _, n := range nodes.Items {
+				if !ready(n.Status.Conditions) {
+					t.Errorf("%s: node %s is not Ready", m.Name, n.Name)
+				}
+				if n.Labels["type"] != "kwok" || n.Labels["topology.kubernetes.io/zone"] == "" {
+					t.Errorf("%s: node %s labels = %v", m.Name, n.Name, n.Labels)
+				}
+				if got := internalIP(n); got != testworld.AdvertiseIP {
+					t.Errorf("%s: node %s InternalIP = %q, want %s", m.Name, n.Name, got, testworld.AdvertiseIP)
+				}
+			}
+		}
+		n, err := w.Member("member-1").Client().CoreV1().Nodes().Get(ctx, "m1-node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cpu := n.Status.Allocatable.Cpu(); cpu.Cmp(resource.MustParse("4")) != 0 {
+			t.Errorf("m1-node-1 allocatable cpu = %s, want 4", cpu)
+		}
+		if mem := n.Status.Allocatable.Memory(); mem.Cmp(resource.MustParse("256Gi")) != 0 {
+			t.Errorf("m1-node-1 allocatable memory = %s, want the default 256Gi", mem)
+		}
+	})
+
+	t.Run("pod runs with an IP from its cluster's CIDR", func(t *testing.T) {
+		for _, m := range w.Members() {
+			ip := runPod(ctx, t, m.Client(), "web")
+			_, cidr, err := net.ParseCIDR(m.PodCIDR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !cidr.Contains(net.ParseIP(ip)) {
+				t.Errorf("%s: pod IP %s is not in %s", m.Name, ip, m.PodCIDR)
+			}
+			deletePod(ctx, t, m.Client(), "web")
+		}
+	})
+
+	t.Run("user without RBAC is forbidden", func(t *testing.T) {
+		m := w.Member("member-2")
+		path, err := m.UserKubeconfig("alice", "flotilla:testers")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("listing pods as alice: err = %v, want 403 Forbidden", err)
+		}
+	})
+
+	t.Run("apiserver stops and comes back on the same port", func(t *testing.T) {
+		m := w.Member("member-2")
+		server := m.Server()
+		if err := m.StopAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+		short, cancelShort := context.WithTimeout(ctx, 3*time.Second)
+		_, err := m.Client().CoreV1().Namespaces().Get(short, "default", metav1.GetOptions{})
+		cancelShort()
+		if err == nil {
+			t.Fatal("the apiserver answered while stopped")
+		}
+		if err := m.StartAPIServer(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m.Server() != server {
+			t.Errorf("server moved from %s to %s", server, m.Server())
+		}
+		if _, err := m.Client().CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Fatalf("after restart: %v", err)
+		}
+	})
+
+	t.Run("extra process", func(t *testing.T) {
+		p, err := w.StartProcess("sleeper", "/bin/sleep", "600")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Pid() <= 0 {
+			t.Errorf("Pid() = %d", p.Pid())
+		}
+		if exited, _ := p.Exited(); exited {
+			t.Fatalf("sleeper exited early:\n%s", p.LogTail(10))
+		}
+		if err := p.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if exited, _ := p.Exited(); !exited {
+			t.Error("sleeper still running after Stop")
+		}
+	})
+}
+
+// runPod creates a pod and waits until it is Running, returning its IP.
+func runPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) string {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "example.invalid/web:1"}}},
+	}
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "" {
+			return got.Status.PodIP
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s not Running after a minute: phase %s, node %q", name, got.Status.Phase, got.Spec.NodeName)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// deletePod deletes a pod and waits until kwok has finished it off.
+func deletePod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name string) {
+	t.Helper()
+	if err := cs.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := cs.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s still there a minute after its deletion", name)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func internalIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+func ready(conds []corev1.NodeCondition) bool {
+	for _, c := range conds {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// BenchmarkStart measures the warm start of a host and three members with
+// two fake nodes each, the world the e2e tests use:
+//
+//	go test ./internal/testworld/ -run '^$' -bench Start -benchtime 3x
+func BenchmarkStart(b *testing.B) {
+	bin := binaries(b)
+	for b.Loop() {
+		w, err := testworld.Start(context.Background(), testworld.Config{Members: membersConfig(3, 2), Bin: bin})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := w.Stop(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

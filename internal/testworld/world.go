@@ -1,0 +1,350 @@
+package testworld
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// HostName is the name of a world's host cluster.
+const HostName = "host"
+
+// maxMembers bounds the members so that their CIDRs (Service 10.96+i.0.0/16,
+// pod 10.10+i.0.0/16) stay distinct.
+const maxMembers = 64
+
+// Config describes a world to start. The zero value is a host cluster alone.
+type Config struct {
+	// Members are the member clusters, each with its fake nodes.
+	Members []ClusterConfig
+	// HostNodes are fake nodes in the host cluster, for running workloads
+	// on the host itself (a single-cluster baseline); when empty the host
+	// runs no kwok.
+	HostNodes []NodeSpec
+	// Dir receives each cluster's directory (Dir/<cluster>) and the logs of
+	// extra processes (Dir/<name>.log). It is created if missing and never
+	// removed. When empty, a temporary directory is used and removed by
+	// Stop unless KeepDir is set.
+	Dir string
+	// KeepDir keeps the temporary directory after Stop.
+	KeepDir bool
+	// ClientQPS and ClientBurst are the controller-managers' and
+	// schedulers' client rate limits; defaults 500 and 1000, high enough
+	// that benchmarks measure flotilla rather than client throttling.
+	ClientQPS   float32
+	ClientBurst int
+	// StartTimeout bounds Start after the binaries are found; default 3
+	// minutes.
+	StartTimeout time.Duration
+	// Bin gives the binaries; when nil, Start calls Binaries.
+	Bin *Bin
+	// Logf receives progress messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// ClusterConfig describes one member cluster.
+type ClusterConfig struct {
+	// Name must be a DNS label, unique in the world and not "host".
+	Name string
+	// Nodes are the cluster's fake nodes; node names only need to be
+	// unique within their cluster.
+	Nodes []NodeSpec
+}
+
+// World is a running host cluster with its member clusters and any extra
+// processes started in it. Stop it when done.
+type World struct {
+	dir       string
+	removeDir bool
+	bin       Bin
+	logf      func(string, ...any)
+	host      *Cluster
+	members   []*Cluster
+
+	mu      sync.Mutex
+	extra   []*Process
+	stopped bool
+
+	stopOnce    sync.Once
+	stopErr     error
+	stopSignals func()
+}
+
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+func (cfg Config) withDefaults() Config {
+	if cfg.ClientQPS == 0 {
+		cfg.ClientQPS = 500
+	}
+	if cfg.ClientBurst == 0 {
+		cfg.ClientBurst = 1000
+	}
+	if cfg.StartTimeout == 0 {
+		cfg.StartTimeout = 3 * time.Minute
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	return cfg
+}
+
+func (cfg Config) validate() error {
+	if len(cfg.Members) > maxMembers {
+		return fmt.Errorf("%d members: at most %d are supported", len(cfg.Members), maxMembers)
+	}
+	names := map[string]bool{HostName: true}
+	if err := validateNodes(HostName, cfg.HostNodes); err != nil {
+		return err
+	}
+	for _, m := range cfg.Members {
+		if !dnsLabel.MatchString(m.Name) {
+			return fmt.Errorf("member name %q is not a DNS label", m.Name)
+		}
+		if names[m.Name] {
+			return fmt.Errorf("member name %q is used twice or is the host's", m.Name)
+		}
+		names[m.Name] = true
+		if err := validateNodes(m.Name, m.Nodes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateNodes(cluster string, nodes []NodeSpec) error {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		if n.Name == "" {
+			return fmt.Errorf("cluster %s: a node has no name", cluster)
+		}
+		if seen[n.Name] {
+			return fmt.Errorf("cluster %s: node %q appears twice", cluster, n.Name)
+		}
+		seen[n.Name] = true
+	}
+	return nil
+}
+
+// Start starts a world: the host and every member concurrently, each
+// cluster ready (see Cluster) when Start returns. Until Stop, SIGINT and
+// SIGTERM stop the world and exit the program with 128+signal, so that an
+// interrupted test leaks no process. On error, whatever was started is
+// stopped and the directory is kept for its logs.
+func Start(ctx context.Context, cfg Config) (*World, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("start test world: %w", err)
+	}
+	var bin Bin
+	if cfg.Bin != nil {
+		bin = *cfg.Bin
+		if err := bin.validate(); err != nil {
+			return nil, fmt.Errorf("start test world: %w", err)
+		}
+	} else {
+		var err error
+		if bin, err = Binaries(ctx); err != nil {
+			return nil, fmt.Errorf("start test world: %w", err)
+		}
+	}
+	stages, err := bin.kwokStageFiles()
+	if err != nil {
+		return nil, fmt.Errorf("start test world: %w", err)
+	}
+	w := &World{bin: bin, logf: cfg.Logf, dir: cfg.Dir}
+	if w.dir == "" {
+		if w.dir, err = os.MkdirTemp("", "flotilla-testworld-"); err != nil {
+			return nil, fmt.Errorf("start test world: %w", err)
+		}
+		w.removeDir = !cfg.KeepDir
+	} else if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("start test world: %w", err)
+	}
+	w.handleSignals()
+
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	ports := newPortAllocator()
+	params := func(name string, index int, nodes []NodeSpec) clusterParams {
+		return clusterParams{
+			name: name, index: index, nodes: nodes, worldDir: w.dir, bin: bin, kwokStages: stages,
+			qps: cfg.ClientQPS, burst: cfg.ClientBurst, ports: ports, logf: cfg.Logf,
+		}
+	}
+	if w.host, err = newCluster(params(HostName, 0, cfg.HostNodes)); err != nil {
+		return nil, w.startFailed(err)
+	}
+	for i, m := range cfg.Members {
+		c, err := newCluster(params(m.Name, i+1, m.Nodes))
+		if err != nil {
+			return nil, w.startFailed(err)
+		}
+		w.members = append(w.members, c)
+	}
+
+	began := time.Now()
+	clusters := w.Clusters()
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Go(func() {
+			if err := c.start(ctx); err != nil {
+				errs[i] = err
+				cancel() // the world is useless without any one cluster
+			}
+		})
+	}
+	wg.Wait()
+	if err := rootCause(errs); err != nil {
+		return nil, w.startFailed(err)
+	}
+	w.logf("testworld: %d clusters ready in %.1fs (dir %s)", len(clusters), time.Since(began).Seconds(), w.dir)
+	return w, nil
+}
+
+// rootCause joins the errors of clusters that failed by themselves, leaving
+// out those that only saw the cancellation caused by another's failure.
+func rootCause(errs []error) error {
+	var roots, all []error
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		all = append(all, err)
+		if !errors.Is(err, context.Canceled) {
+			roots = append(roots, err)
+		}
+	}
+	if len(roots) > 0 {
+		return errors.Join(roots...)
+	}
+	return errors.Join(all...)
+}
+
+// startFailed stops what Start started and keeps the directory for its logs.
+func (w *World) startFailed(err error) error {
+	w.removeDir = false
+	if stopErr := w.Stop(); stopErr != nil {
+		err = errors.Join(err, stopErr)
+	}
+	return fmt.Errorf("start test world (logs in %s): %w", w.dir, err)
+}
+
+// handleSignals makes SIGINT and SIGTERM stop the world before the program
+// exits: its processes are in their own process groups, so a Ctrl-C does
+// not reach them, and Pdeathsig only covers an abrupt death.
+func (w *World) handleSignals() {
+	sigs := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	w.stopSignals = func() {
+		signal.Stop(sigs)
+		close(done)
+	}
+	go func() {
+		select {
+		case s := <-sigs:
+			w.logf("testworld: %v: stopping the world", s)
+			if err := w.Stop(); err != nil {
+				fmt.Fprintf(os.Stderr, "testworld: stop: %v\n", err)
+			}
+			code := 1
+			if n, ok := s.(syscall.Signal); ok {
+				code = 128 + int(n)
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+}
+
+// Host returns the host cluster.
+func (w *World) Host() *Cluster { return w.host }
+
+// Member returns the member cluster with the given name, or nil.
+func (w *World) Member(name string) *Cluster {
+	for _, m := range w.members {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Members returns the member clusters in the order of Config.Members.
+func (w *World) Members() []*Cluster { return append([]*Cluster(nil), w.members...) }
+
+// Clusters returns the host followed by the members.
+func (w *World) Clusters() []*Cluster {
+	if w.host == nil {
+		return w.Members()
+	}
+	return append([]*Cluster{w.host}, w.members...)
+}
+
+// Dir returns the world's directory.
+func (w *World) Dir() string { return w.dir }
+
+// Bin returns the binaries the world runs, kubectl among them.
+func (w *World) Bin() Bin { return w.bin }
+
+// StartProcess starts an extra program (a flotilla-node, say) in the world:
+// it logs to Dir/<name>.log, may be stopped on its own with Process.Stop,
+// and is stopped by World.Stop before the clusters.
+func (w *World) StartProcess(name, path string, args ...string) (*Process, error) {
+	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
+		return nil, fmt.Errorf("start process: name %q must be a plain file name", name)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return nil, fmt.Errorf("start process %s: the world is stopped", name)
+	}
+	p, err := startProcess(name, filepath.Join(w.dir, name+".log"), path, args...)
+	if err != nil {
+		return nil, err
+	}
+	w.extra = append(w.extra, p)
+	return p, nil
+}
+
+// Stop stops every process of the world, extra processes first, then all
+// clusters in parallel, and removes a temporary directory unless it is to
+// be kept. It is idempotent: later calls return the first call's result.
+func (w *World) Stop() error {
+	w.stopOnce.Do(func() {
+		if w.stopSignals != nil {
+			w.stopSignals()
+		}
+		w.mu.Lock()
+		w.stopped = true
+		extra := w.extra
+		w.mu.Unlock()
+		errs := []error{stopAll(extra)}
+		clusters := w.Clusters()
+		clusterErrs := make([]error, len(clusters))
+		var wg sync.WaitGroup
+		for i, c := range clusters {
+			wg.Go(func() { clusterErrs[i] = c.stop() })
+		}
+		wg.Wait()
+		errs = append(errs, clusterErrs...)
+		if w.removeDir {
+			if err := os.RemoveAll(w.dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove %s: %w", w.dir, err))
+			}
+		}
+		w.stopErr = errors.Join(errs...)
+		if w.stopErr != nil {
+			w.stopErr = fmt.Errorf("stop test world: %w", w.stopErr)
+		}
+	})
+	return w.stopErr
+}
