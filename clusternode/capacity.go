@@ -1,0 +1,80 @@
+package clusternode
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Eligible reports whether a member node contributes capacity to the virtual
+// node: it must match the slice's selector, be Ready and accept new pods.
+func Eligible(n *corev1.Node, selector labels.Selector) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	if selector != nil && !selector.Matches(labels.Set(n.Labels)) {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Forwarded reports whether a member pod was created by flotilla. The host
+// scheduler already accounts for such pods on their virtual node, so they must
+// not be subtracted from its capacity a second time.
+func Forwarded(p *corev1.Pod) bool {
+	_, ok := p.Labels[wellknown.ClusterLabel]
+	return ok
+}
+
+// Allocatable is what the host scheduler may place on the virtual node: the
+// sum of the allocatable resources of the eligible member nodes, minus the
+// requests of the pods bound to them that flotilla did not forward. Each
+// such pod also uses up one unit of the "pods" resource. Nothing goes below zero.
+func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	eligible := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if !Eligible(n, selector) {
+			continue
+		}
+		eligible[n.Name] = true
+		for name, q := range n.Status.Allocatable {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	for _, p := range pods {
+		if !eligible[p.Spec.NodeName] || Forwarded(p) || terminal(p) {
+			continue
+		}
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			if sum, ok := total[name]; ok {
+				sum.Sub(q)
+				total[name] = sum
+			}
+		}
+		if sum, ok := total[corev1.ResourcePods]; ok {
+			sum.Sub(*resource.NewQuantity(1, resource.DecimalSI))
+			total[corev1.ResourcePods] = sum
+		}
+	}
+	for name, q := range total {
+		if q.Sign() < 0 {
+			total[name] = *resource.NewQuantity(0, q.Format)
+		}
+	}
+	return total
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}

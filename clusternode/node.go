@@ -1,0 +1,196 @@
+package clusternode
+
+import (
+	"fmt"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Condition reasons on the virtual node's Ready condition.
+const (
+	ReasonMemberReachable   = "MemberReachable"
+	ReasonMemberUnreachable = "MemberUnreachable"
+)
+
+// Config describes one virtual node: which member nodes it stands for and
+// how it presents itself to the host scheduler.
+type Config struct {
+	// Name is the virtual node's name, which is also its cluster name.
+	Name string
+	// Selector picks the member nodes this virtual node stands for; nil means all.
+	Selector labels.Selector
+	// Labels are extra labels for the virtual node.
+	Labels map[string]string
+	// Taints replace the default virtual node taint when non-nil.
+	Taints []corev1.Taint
+	// Region, Zone and Provider, when set, become the topology labels and the
+	// flotilla.io/provider label, overriding whatever the member nodes say.
+	Region, Zone, Provider string
+	// InternalIP is the address the host apiserver uses to reach the kubelet
+	// endpoint. It must not be a loopback address: the apiserver refuses to
+	// proxy there.
+	InternalIP string
+	// KubeletPort is the port of the kubelet endpoint.
+	KubeletPort int32
+	// KubeletVersion is shown as the node's version, usually the member's
+	// Kubernetes version.
+	KubeletVersion string
+}
+
+// DefaultTaints is the taint every virtual node carries unless configured
+// otherwise, so that only pods that opt in leave the host.
+func DefaultTaints() []corev1.Taint {
+	return []corev1.Taint{{Key: wellknown.ProviderTaintKey, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}}
+}
+
+// Snapshot is the member state a virtual node is computed from.
+type Snapshot struct {
+	Nodes []*corev1.Node
+	Pods  []*corev1.Pod
+	// Reachable is false when the member apiserver did not answer its last
+	// health checks; Message then says why.
+	Reachable bool
+	Message   string
+}
+
+// uniformLabels are the node labels a virtual node copies when all of its
+// eligible member nodes agree on their value, so host-level selectors on
+// them keep working.
+var uniformLabels = []string{
+	corev1.LabelOSStable,
+	corev1.LabelArchStable,
+	corev1.LabelTopologyRegion,
+	corev1.LabelTopologyZone,
+}
+
+// Build returns the virtual node for cfg and the member snapshot. prev, when
+// given, is the node Build returned last time: condition transition times are
+// kept from it when a condition did not change.
+func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.Node {
+	taints := cfg.Taints
+	if taints == nil {
+		taints = DefaultTaints()
+	}
+	alloc := Allocatable(snap.Nodes, snap.Pods, cfg.Selector)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   cfg.Name,
+			Labels: nodeLabels(cfg, snap),
+		},
+		Spec: corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{
+			Phase:       corev1.NodeRunning,
+			Capacity:    alloc.DeepCopy(),
+			Allocatable: alloc,
+			Conditions:  conditions(snap, prev, now),
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: cfg.InternalIP},
+				{Type: corev1.NodeHostName, Address: cfg.Name},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{
+				KubeletEndpoint: corev1.DaemonEndpoint{Port: cfg.KubeletPort},
+			},
+			NodeInfo: corev1.NodeSystemInfo{
+				OperatingSystem: orDefault(n0Label(snap, cfg, corev1.LabelOSStable), "linux"),
+				Architecture:    orDefault(n0Label(snap, cfg, corev1.LabelArchStable), "amd64"),
+				KubeletVersion:  cfg.KubeletVersion,
+			},
+		},
+	}
+	return n
+}
+
+func nodeLabels(cfg Config, snap Snapshot) map[string]string {
+	l := map[string]string{}
+	for _, key := range uniformLabels {
+		if v, ok := uniformValue(snap.Nodes, cfg.Selector, key); ok {
+			l[key] = v
+		}
+	}
+	if cfg.Region != "" {
+		l[corev1.LabelTopologyRegion] = cfg.Region
+	}
+	if cfg.Zone != "" {
+		l[corev1.LabelTopologyZone] = cfg.Zone
+	}
+	if cfg.Provider != "" {
+		l[wellknown.ProviderLabel] = cfg.Provider
+	}
+	maps.Copy(l, cfg.Labels)
+	// The identity labels come last so configuration cannot break them.
+	l[wellknown.TypeLabel] = wellknown.TypeValue
+	l[wellknown.RoleLabel] = wellknown.RoleValue
+	l[wellknown.HostnameLabel] = cfg.Name
+	l[wellknown.ClusterLabel] = cfg.Name
+	return l
+}
+
+// uniformValue returns the value of key shared by all eligible nodes, if
+// there is at least one such node and they all agree.
+func uniformValue(nodes []*corev1.Node, selector labels.Selector, key string) (string, bool) {
+	value, seen := "", false
+	for _, n := range nodes {
+		if !Eligible(n, selector) {
+			continue
+		}
+		v, ok := n.Labels[key]
+		if !ok || (seen && v != value) {
+			return "", false
+		}
+		value, seen = v, true
+	}
+	return value, seen
+}
+
+func n0Label(snap Snapshot, cfg Config, key string) string {
+	v, _ := uniformValue(snap.Nodes, cfg.Selector, key)
+	return v
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCondition {
+	ready := corev1.NodeCondition{
+		Type:    corev1.NodeReady,
+		Status:  corev1.ConditionTrue,
+		Reason:  ReasonMemberReachable,
+		Message: "member cluster apiserver is reachable",
+	}
+	if !snap.Reachable {
+		ready.Status = corev1.ConditionFalse
+		ready.Reason = ReasonMemberUnreachable
+		ready.Message = fmt.Sprintf("member cluster apiserver is unreachable: %s", snap.Message)
+	}
+	conds := []corev1.NodeCondition{
+		ready,
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "MemberHasSufficientMemory"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "MemberHasNoDiskPressure"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "MemberHasSufficientPID"},
+		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "MemberNetworkReady"},
+	}
+	t := metav1.NewTime(now)
+	for i := range conds {
+		conds[i].LastHeartbeatTime = t
+		conds[i].LastTransitionTime = t
+		if prev == nil {
+			continue
+		}
+		for _, pc := range prev.Status.Conditions {
+			if pc.Type == conds[i].Type && pc.Status == conds[i].Status {
+				conds[i].LastTransitionTime = pc.LastTransitionTime
+			}
+		}
+	}
+	return conds
+}

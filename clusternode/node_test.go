@@ -1,0 +1,155 @@
+package clusternode
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+type nodeOpt func(*corev1.Node)
+
+func mkNode(name, cpu, mem, pods string, opts ...nodeOpt) *corev1.Node {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse(pods),
+			},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+func notReady(n *corev1.Node)   { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+func cordoned(n *corev1.Node)   { n.Spec.Unschedulable = true }
+func label(k, v string) nodeOpt { return func(n *corev1.Node) { n.Labels[k] = v } }
+
+func mkPod(name, node, cpu, mem string, forwarded bool, phase corev1.PodPhase) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+		}}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+	if forwarded {
+		p.Labels[wellknown.ClusterLabel] = "beijing"
+	}
+	return p
+}
+
+func TestAllocatable(t *testing.T) {
+	cases := map[string]struct {
+		nodes    []*corev1.Node
+		pods     []*corev1.Pod
+		selector labels.Selector
+		want     map[corev1.ResourceName]string
+	}{
+		"sum of ready schedulable nodes": {
+			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110"), mkNode("b", "2", "4Gi", "110"), mkNode("c", "8", "8Gi", "110", notReady), mkNode("d", "8", "8Gi", "110", cordoned)},
+			want:  map[corev1.ResourceName]string{"cpu": "6", "memory": "12Gi", "pods": "220"},
+		},
+		"unforwarded pods are subtracted, forwarded and finished pods are not": {
+			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110")},
+			pods: []*corev1.Pod{
+				mkPod("local", "a", "500m", "1Gi", false, corev1.PodRunning),
+				mkPod("forwarded", "a", "1", "1Gi", true, corev1.PodRunning),
+				mkPod("done", "a", "1", "1Gi", false, corev1.PodSucceeded),
+				mkPod("on-cordoned-node", "x", "1", "1Gi", false, corev1.PodRunning),
+				mkPod("unscheduled", "", "1", "1Gi", false, corev1.PodPending),
+			},
+			want: map[corev1.ResourceName]string{"cpu": "3500m", "memory": "7Gi", "pods": "109"},
+		},
+		"partition selector": {
+			nodes:    []*corev1.Node{mkNode("a", "4", "8Gi", "110", label("location", "beijing")), mkNode("b", "2", "4Gi", "110", label("location", "hangzhou"))},
+			selector: labels.SelectorFromSet(labels.Set{"location": "beijing"}),
+			want:     map[corev1.ResourceName]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
+		},
+		"never below zero": {
+			nodes: []*corev1.Node{mkNode("a", "1", "1Gi", "1")},
+			pods:  []*corev1.Pod{mkPod("p1", "a", "2", "2Gi", false, corev1.PodRunning), mkPod("p2", "a", "0", "0", false, corev1.PodRunning)},
+			want:  map[corev1.ResourceName]string{"cpu": "0", "memory": "0", "pods": "0"},
+		},
+		"no eligible nodes": {
+			nodes: []*corev1.Node{mkNode("a", "1", "1Gi", "1", notReady)},
+			want:  map[corev1.ResourceName]string{},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := Allocatable(tc.nodes, tc.pods, tc.selector)
+			gotS := map[corev1.ResourceName]string{}
+			for k, q := range got {
+				if q.IsZero() {
+					gotS[k] = "0"
+				} else {
+					gotS[k] = q.String()
+				}
+			}
+			if d := cmp.Diff(tc.want, gotS); d != "" {
+				t.Errorf("Allocatable (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestBuild(t *testing.T) {
+	cfg := Config{Name: "beijing", InternalIP: "10.250.1.1", KubeletPort: 10250, KubeletVersion: "v1.35.4", Provider: "onprem",
+		Labels: map[string]string{"team": "edge", wellknown.ClusterLabel: "spoofed"}}
+	snap := Snapshot{
+		Nodes:     []*corev1.Node{mkNode("a", "4", "8Gi", "110", label("topology.kubernetes.io/zone", "z1")), mkNode("b", "4", "8Gi", "110", label("topology.kubernetes.io/zone", "z2"))},
+		Reachable: true,
+	}
+	t0 := time.Unix(1000, 0)
+	n := Build(cfg, snap, nil, t0)
+	wantLabels := map[string]string{
+		"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", // uniform across member nodes
+		"type": "virtual-kubelet", "kubernetes.io/role": "agent", "kubernetes.io/hostname": "beijing",
+		wellknown.ClusterLabel: "beijing", wellknown.ProviderLabel: "onprem", "team": "edge",
+	}
+	if d := cmp.Diff(wantLabels, n.Labels); d != "" {
+		t.Errorf("labels (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(DefaultTaints(), n.Spec.Taints); d != "" {
+		t.Errorf("taints (-want +got):\n%s", d)
+	}
+	if q := n.Status.Allocatable[corev1.ResourceCPU]; q.String() != "8" {
+		t.Errorf("allocatable cpu = %s", q.String())
+	}
+	if n.Status.Addresses[0].Address != "10.250.1.1" || n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
+		t.Errorf("addresses/endpoint = %+v %+v", n.Status.Addresses, n.Status.DaemonEndpoints)
+	}
+	ready := n.Status.Conditions[0]
+	if ready.Type != corev1.NodeReady || ready.Status != corev1.ConditionTrue {
+		t.Fatalf("ready = %+v", ready)
+	}
+
+	// The member becomes unreachable: Ready flips, with a transition time.
+	t1 := t0.Add(time.Minute)
+	down := Build(cfg, Snapshot{Nodes: snap.Nodes, Reachable: false, Message: "connection refused"}, n, t1)
+	r := down.Status.Conditions[0]
+	if r.Status != corev1.ConditionFalse || r.Reason != ReasonMemberUnreachable || !r.LastTransitionTime.Time.Equal(t1) {
+		t.Errorf("ready after outage = %+v", r)
+	}
+	// Pressure conditions did not change, so their transition time is kept.
+	if !down.Status.Conditions[1].LastTransitionTime.Time.Equal(t0) {
+		t.Errorf("unchanged condition transition time moved: %v", down.Status.Conditions[1].LastTransitionTime)
+	}
+	if sameNode(n, down) {
+		t.Error("sameNode ignores the Ready flip")
+	}
+	if !sameNode(n, Build(cfg, snap, n, t1)) {
+		t.Error("sameNode sees a change where only heartbeat times differ")
+	}
+}

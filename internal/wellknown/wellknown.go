@@ -1,0 +1,75 @@
+// Package wellknown holds the label, annotation and taint names that flotilla
+// components agree on: how a member pod names its host pod, how a virtual node
+// names its cluster, and which scheduling terms only make sense in the host.
+package wellknown
+
+import "strings"
+
+const (
+	// Prefix is the domain under which every flotilla label and annotation lives.
+	Prefix = "flotilla.io/"
+
+	// ClusterLabel names the virtual cluster on virtual nodes and on the member
+	// objects flotilla creates for that virtual cluster.
+	ClusterLabel = Prefix + "cluster"
+	// ProviderLabel carries the configured cloud or site provider of a virtual node.
+	ProviderLabel = Prefix + "provider"
+	// HostUIDLabel on a member pod is the UID of the host pod it was forwarded
+	// from; it is the adoption key after a restart.
+	HostUIDLabel = Prefix + "host-uid"
+	// HostNamespaceAnnotation on a member object is the namespace of its host object.
+	HostNamespaceAnnotation = Prefix + "host-namespace"
+	// HostNameAnnotation on a member object is the name of its host object.
+	HostNameAnnotation = Prefix + "host-name"
+	// ManagedByLabel marks member objects (namespaces included) that flotilla
+	// created and may therefore update or delete.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel on flotilla's member objects.
+	ManagedByValue = "flotilla"
+
+	// TypeLabel and TypeValue mark every virtual-kubelet node, as the wider
+	// virtual-kubelet ecosystem does.
+	TypeLabel = "type"
+	// TypeValue is the value of TypeLabel on virtual nodes.
+	TypeValue = "virtual-kubelet"
+	// RoleLabel and RoleValue are the role label virtual-kubelet nodes carry.
+	RoleLabel = "kubernetes.io/role"
+	// RoleValue is the value of RoleLabel on virtual nodes.
+	RoleValue = "agent"
+	// HostnameLabel is the well-known per-node hostname label.
+	HostnameLabel = "kubernetes.io/hostname"
+
+	// ProviderTaintKey is the key of the default taint on virtual nodes, so that
+	// only pods that tolerate leaving the host cluster are placed on them.
+	ProviderTaintKey = "virtual-kubelet.io/provider"
+	// ProviderTaintValue is the value of the default virtual node taint.
+	ProviderTaintValue = "flotilla"
+)
+
+// HostOnlyLabel reports whether a node label term key=value, seen on a pod
+// that was placed on the virtual node nodeName, constrains only the choice of
+// virtual node and so must not reach the member scheduler.
+func HostOnlyLabel(key, value, nodeName string) bool {
+	switch {
+	case strings.HasPrefix(key, Prefix):
+		return true
+	case key == HostnameLabel:
+		return value == nodeName
+	case key == TypeLabel:
+		return value == TypeValue
+	case key == RoleLabel:
+		return value == RoleValue
+	}
+	return false
+}
+
+// HostOnlyKey reports whether a node label key only exists on virtual nodes,
+// whatever its value, e.g. as the topology key of a spread constraint.
+func HostOnlyKey(key string) bool {
+	return strings.HasPrefix(key, Prefix)
+}
+
+// HostOnlyToleration reports whether a toleration key only concerns virtual nodes.
+func HostOnlyToleration(key string) bool {
+	return key == ProviderTaintKey || strings.HasPrefix(key, Prefix)
+}

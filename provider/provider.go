@@ -1,0 +1,574 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/trace"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+var (
+	_ node.PodLifecycleHandler = (*Provider)(nil)
+	_ node.PodNotifier         = (*Provider)(nil)
+)
+
+// Event reasons flotilla records on host pods.
+const (
+	EventForwardRetrying  = "ForwardRetrying"
+	EventForwardFailed    = "ForwardFailed"
+	EventMemberPodDeleted = "MemberPodDeleted"
+)
+
+// NamespaceMapper maps a host namespace to the member namespace its pods go to.
+type NamespaceMapper func(hostNamespace string) string
+
+// SameName is the namespace mapping for whole clusters: the member namespace
+// has the host namespace's name.
+func SameName(ns string) string { return ns }
+
+// Config holds the provider's dependencies; all are required but Clock and Namespace.
+type Config struct {
+	// NodeName is the virtual node (and cluster) this provider serves.
+	NodeName string
+	// HostPods lists the host pods bound to NodeName (virtual-kubelet's lister).
+	HostPods   corev1listers.PodLister
+	HostClient kubernetes.Interface
+	// Recorder records events on host objects.
+	Recorder     record.EventRecorder
+	MemberClient kubernetes.Interface
+	// MemberConfig is used for streaming calls (exec, attach).
+	MemberConfig *rest.Config
+	// MemberInformers is the member's shared informer factory; the provider
+	// registers its pod informer and never starts the factory itself.
+	MemberInformers informers.SharedInformerFactory
+	Namespace       NamespaceMapper
+	Clock           clock.Clock
+	// StatusWorkers is how many goroutines push status to the host.
+	StatusWorkers int
+}
+
+// Provider forwards the pods of one virtual node into its member cluster.
+type Provider struct {
+	cfg        Config
+	memberPods corev1listers.PodLister
+
+	// statusQueue holds host pod keys whose member pod changed.
+	statusQueue workqueue.TypedRateLimitingInterface[string]
+	// retryQueue holds host pod keys whose forwarding failed for a reason
+	// that may pass (member unreachable, namespace not ready yet).
+	retryQueue workqueue.TypedRateLimitingInterface[string]
+
+	notifyOnce sync.Once
+	notifyCh   chan struct{}
+	notify     func(*corev1.Pod)
+
+	// seen holds the UIDs of host pods whose member pod this process has
+	// observed, so that a member pod disappearing can be told apart from one
+	// that was not created yet.
+	seen sync.Map
+	// namespaces caches member namespaces known to exist.
+	namespaces sync.Map
+}
+
+// New returns a provider whose Run must be called, and the member informers
+// started, before it is useful.
+func New(cfg Config) (*Provider, error) {
+	if cfg.NodeName == "" || cfg.HostPods == nil || cfg.HostClient == nil || cfg.Recorder == nil ||
+		cfg.MemberClient == nil || cfg.MemberInformers == nil {
+		return nil, errors.New("provider: NodeName, HostPods, HostClient, Recorder, MemberClient and MemberInformers are required")
+	}
+	if cfg.Namespace == nil {
+		cfg.Namespace = SameName
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.StatusWorkers <= 0 {
+		cfg.StatusWorkers = 8
+	}
+	p := &Provider{
+		cfg:        cfg,
+		memberPods: cfg.MemberInformers.Core().V1().Pods().Lister(),
+		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "status"}),
+		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
+		notifyCh: make(chan struct{}),
+	}
+	_, err := cfg.MemberInformers.Core().V1().Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: p.ours,
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    p.memberPodChanged,
+			UpdateFunc: func(_, cur any) { p.memberPodChanged(cur) },
+			DeleteFunc: p.memberPodChanged,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch member pods: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Provider) target(hostNamespace string) Target {
+	return Target{Cluster: p.cfg.NodeName, Namespace: p.cfg.Namespace(hostNamespace)}
+}
+
+// ours reports whether a member object was forwarded by this virtual node.
+func (p *Provider) ours(obj any) bool {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(metav1.Object)
+	return ok && m.GetLabels()[wellknown.ClusterLabel] == p.cfg.NodeName
+}
+
+func (p *Provider) memberPodChanged(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+	if ns == "" || name == "" {
+		return
+	}
+	p.statusQueue.Add(ns + "/" + name)
+}
+
+// NotifyPods registers virtual-kubelet's status callback.
+func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
+	p.notifyOnce.Do(func() {
+		p.notify = cb
+		close(p.notifyCh)
+	})
+}
+
+// Run processes status and retry work until ctx ends.
+func (p *Provider) Run(ctx context.Context) {
+	defer p.statusQueue.ShutDown()
+	defer p.retryQueue.ShutDown()
+	select {
+	case <-ctx.Done():
+		return
+	case <-p.notifyCh:
+	}
+	var wg sync.WaitGroup
+	for range p.cfg.StatusWorkers {
+		wg.Go(func() { runQueue(ctx, p.statusQueue, p.syncStatus) })
+	}
+	wg.Go(func() { runQueue(ctx, p.retryQueue, p.retryForward) })
+	<-ctx.Done()
+	p.statusQueue.ShutDown()
+	p.retryQueue.ShutDown()
+	wg.Wait()
+}
+
+func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
+	for {
+		key, quit := q.Get()
+		if quit {
+			return
+		}
+		if err := sync(ctx, key); err != nil {
+			log.G(ctx).WithError(err).WithField("pod", key).Warn("sync failed, will retry")
+			q.AddRateLimited(key)
+		} else {
+			q.Forget(key)
+		}
+		q.Done(key)
+	}
+}
+
+// syncStatus brings the host pod in line with its member pod. It is level
+// based: it looks at both pods as they are now, whatever event brought it here.
+func (p *Provider) syncStatus(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	host, err := p.cfg.HostPods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if host.Spec.NodeName != p.cfg.NodeName {
+		return nil
+	}
+	t := p.target(ns)
+	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if member != nil && member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
+		member = nil // an earlier host pod's leftover, not this one's
+	}
+	ctx, span := trace.StartSpan(ctx, "provider.syncStatus")
+	defer span.End()
+	switch {
+	case member != nil:
+		p.seen.Store(host.UID, struct{}{})
+		if terminal(host) {
+			return nil
+		}
+		status := HostStatus(host, member)
+		if equality.Semantic.DeepEqual(status, host.Status) {
+			return nil
+		}
+		out := host.DeepCopy()
+		out.Status = status
+		p.notify(out)
+	case host.DeletionTimestamp != nil:
+		// The member pod is gone: like a kubelet whose containers have
+		// stopped, finish the deletion in the host right away.
+		p.seen.Delete(host.UID)
+		return p.deleteHostPod(ctx, host)
+	case terminal(host):
+		p.seen.Delete(host.UID)
+	default:
+		if _, ok := p.seen.LoadAndDelete(host.UID); !ok {
+			return nil // not created yet, or created before this process started
+		}
+		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventMemberPodDeleted,
+			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
+		out := host.DeepCopy()
+		out.Status = DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now()))
+		p.notify(out)
+	}
+	return nil
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
+	err := p.cfg.HostClient.CoreV1().Pods(host.Namespace).Delete(ctx, host.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      metav1.NewUIDPreconditions(string(host.UID)),
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finish deletion of host pod %s/%s: %w", host.Namespace, host.Name, err)
+	}
+	return nil
+}
+
+// CreatePod forwards a host pod into the member. Failures that may pass
+// (the member is unreachable, the namespace's service account is not there
+// yet) are retried in the background so that a pod with restartPolicy Never
+// is not failed for them; other failures are returned, and virtual-kubelet
+// records them on the host pod.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	ctx, span := trace.StartSpan(ctx, "provider.CreatePod")
+	defer span.End()
+	err := p.forward(ctx, pod)
+	if err == nil || !transient(err) {
+		return err
+	}
+	key := pod.Namespace + "/" + pod.Name
+	log.G(ctx).WithError(err).WithField("pod", key).Info("forwarding failed, will retry")
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
+		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)
+	p.retryQueue.AddRateLimited(key)
+	return nil
+}
+
+func (p *Provider) retryForward(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	host, err := p.cfg.HostPods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if host.DeletionTimestamp != nil || terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
+		return nil
+	}
+	err = p.forward(ctx, host.DeepCopy())
+	if err != nil && !transient(err) {
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventForwardFailed,
+			"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
+		return nil
+	}
+	return err
+}
+
+func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
+	t := p.target(pod.Namespace)
+	if err := p.ensureNamespace(ctx, t.Namespace, pod.Namespace); err != nil {
+		return err
+	}
+	_, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, ToMember(pod, t), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return p.adopt(ctx, pod, t)
+	}
+	if err != nil {
+		return fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	return nil
+}
+
+// errRetry marks errors that resolve themselves with time.
+var errRetry = errors.New("retry")
+
+// adopt takes over a member pod that already exists under the pod's name: it
+// is this host pod's after a restart, an earlier host pod's leftover that has
+// to go first, or not flotilla's at all, which is reported and left alone.
+func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
+	existing, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("member pod %s/%s vanished during adoption: %w", t.Namespace, pod.Name, errRetry)
+	}
+	if err != nil {
+		return fmt.Errorf("get pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	switch {
+	case existing.Labels[wellknown.ClusterLabel] != t.Cluster:
+		return fmt.Errorf("pod %s/%s already exists in cluster %s and is not managed by flotilla for this node", t.Namespace, pod.Name, t.Cluster)
+	case existing.Labels[wellknown.HostUIDLabel] == string(pod.UID):
+		return nil
+	}
+	if existing.DeletionTimestamp == nil {
+		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			Preconditions: metav1.NewUIDPreconditions(string(existing.UID)),
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete leftover pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+		}
+	}
+	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
+}
+
+func (p *Provider) ensureNamespace(ctx context.Context, memberNS, hostNS string) error {
+	if _, ok := p.namespaces.Load(memberNS); ok {
+		return nil
+	}
+	nsClient := p.cfg.MemberClient.CoreV1().Namespaces()
+	ns, err := nsClient.Get(ctx, memberNS, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		ns, err = nsClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name:        memberNS,
+			Labels:      map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue},
+			Annotations: map[string]string{wellknown.HostNamespaceAnnotation: hostNS},
+		}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("namespace %s appeared while creating it: %w", memberNS, errRetry)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, p.cfg.NodeName, err)
+	}
+	if ns.Status.Phase == corev1.NamespaceTerminating {
+		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, p.cfg.NodeName, errRetry)
+	}
+	p.namespaces.Store(memberNS, struct{}{})
+	return nil
+}
+
+// transient reports whether err may go away by itself.
+func transient(err error) bool {
+	if errors.Is(err, errRetry) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		var netErr net.Error
+		return errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused")
+	}
+	switch {
+	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		return true
+	case apierrors.IsForbidden(err):
+		// Admission in a namespace that was just created: its service account
+		// is made by the member's controller-manager a moment later.
+		msg := err.Error()
+		return strings.Contains(msg, "service account") || strings.Contains(msg, "serviceaccount") ||
+			strings.Contains(msg, "being terminated")
+	}
+	return false
+}
+
+// UpdatePod applies to the member pod what may change on a running pod:
+// container images, activeDeadlineSeconds, added tolerations, labels and annotations.
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	ctx, span := trace.StartSpan(ctx, "provider.UpdatePod")
+	defer span.End()
+	t := p.target(pod.Namespace)
+	want := ToMember(pod, t)
+	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, pod.Name, t.Cluster)
+		}
+		if err != nil {
+			return err
+		}
+		if cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
+			return errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, pod.Name, t.Cluster)
+		}
+		upd := cur.DeepCopy()
+		if !applyMutable(upd, want) {
+			return nil
+		}
+		_, err = pods.Update(ctx, upd, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// applyMutable copies the updatable fields of want into cur and reports
+// whether anything changed.
+func applyMutable(cur, want *corev1.Pod) bool {
+	before := cur.DeepCopy()
+	cur.Labels = want.Labels
+	cur.Annotations = want.Annotations
+	copyImages(cur.Spec.Containers, want.Spec.Containers)
+	copyImages(cur.Spec.InitContainers, want.Spec.InitContainers)
+	cur.Spec.ActiveDeadlineSeconds = want.Spec.ActiveDeadlineSeconds
+	for _, t := range want.Spec.Tolerations {
+		if !hasToleration(cur.Spec.Tolerations, t) {
+			cur.Spec.Tolerations = append(cur.Spec.Tolerations, t)
+		}
+	}
+	return !equality.Semantic.DeepEqual(before, cur)
+}
+
+func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
+	for _, x := range ts {
+		if equality.Semantic.DeepEqual(x, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeletePod deletes the member pod with the host pod's grace period. It may
+// be called many times; once the member pod is gone, the host pod's deletion
+// is completed.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	ctx, span := trace.StartSpan(ctx, "provider.DeletePod")
+	defer span.End()
+	t := p.target(pod.Namespace)
+	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
+	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	if err == nil && cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
+		err = apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
+	}
+	if err == nil {
+		err = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Preconditions:      metav1.NewUIDPreconditions(string(cur.UID)),
+		})
+	}
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		if pod.DeletionTimestamp != nil {
+			if err := p.deleteHostPod(ctx, pod); err != nil {
+				return err
+			}
+		}
+		return errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, pod.Name, t.Cluster)
+	}
+	if err != nil {
+		return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	return nil
+}
+
+// GetPod returns the member pod in host terms (see HostView), or a NotFound
+// error when this host pod has no member pod.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	t := p.target(namespace)
+	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
+		return nil, errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, name, t.Cluster)
+	}
+	if err != nil {
+		return nil, err
+	}
+	host, err := p.cfg.HostPods.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return orphanView(member), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
+		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
+	}
+	return HostView(host, member, t), nil
+}
+
+// orphanView names a member pod whose host pod is gone by its host
+// coordinates, so virtual-kubelet can ask for its deletion.
+func orphanView(m *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      m.Annotations[wellknown.HostNameAnnotation],
+			Namespace: m.Annotations[wellknown.HostNamespaceAnnotation],
+			UID:       types.UID(m.Labels[wellknown.HostUIDLabel]),
+		},
+		Status: *m.Status.DeepCopy(),
+	}
+}
+
+// GetPodStatus returns the status GetPod would.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns every member pod this virtual node forwarded, in host terms.
+func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
+	members, err := p.memberPods.List(labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: p.cfg.NodeName}))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, 0, len(members))
+	for _, m := range members {
+		ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+		host, err := p.cfg.HostPods.Pods(ns).Get(name)
+		if err != nil || string(host.UID) != m.Labels[wellknown.HostUIDLabel] {
+			out = append(out, orphanView(m))
+			continue
+		}
+		out = append(out, HostView(host, m, p.target(ns)))
+	}
+	return out, nil
+}

@@ -1,0 +1,334 @@
+package provider
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Target says where a host pod goes: the virtual node (cluster) it was bound
+// to and the member namespace its host namespace maps to.
+type Target struct {
+	Cluster   string
+	Namespace string
+}
+
+// ToMember returns the pod to create in the member for a host pod bound to
+// target.Cluster. What changes, and why:
+//
+//   - metadata: same name, mapped namespace; labels and annotations are kept
+//     and the identity (cluster, host UID, host namespace and name) is added
+//     so the member pod can be found and adopted again after a restart.
+//     Owner references, finalizers and server-set fields are dropped: the
+//     host objects they name do not exist in the member.
+//   - spec.nodeName is cleared: the host chose the cluster, the member's own
+//     scheduler chooses the node.
+//   - scheduling terms that only make sense in the host are removed:
+//     nodeSelector entries and node affinity expressions on flotilla.io/ keys,
+//     on the virtual node's hostname and on type=virtual-kubelet /
+//     kubernetes.io/role=agent, node affinity matchFields (they name host
+//     nodes), the virtual node toleration, and topology spread constraints
+//     whose topology key only exists on virtual nodes. A required node
+//     affinity term that loses all its expressions was satisfied by the host
+//     choosing this cluster, so the whole required affinity is dropped.
+//     Everything else reaches the member scheduler unchanged.
+//   - spec.priority and spec.preemptionPolicy are cleared so the member's
+//     admission resolves them from priorityClassName against its own classes.
+//   - the service-account token volume the host injected (kube-api-access-*)
+//     is removed, so the member injects a token its own apiserver accepts.
+//   - ephemeral containers are dropped: they cannot be set on create.
+//   - status is cleared.
+func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
+	m := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        host.Name,
+			Namespace:   t.Namespace,
+			Labels:      maps.Clone(host.Labels),
+			Annotations: maps.Clone(host.Annotations),
+		},
+		Spec: *host.Spec.DeepCopy(),
+	}
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Labels[wellknown.ClusterLabel] = t.Cluster
+	m.Labels[wellknown.HostUIDLabel] = string(host.UID)
+	m.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	m.Annotations[wellknown.HostNamespaceAnnotation] = host.Namespace
+	m.Annotations[wellknown.HostNameAnnotation] = host.Name
+
+	s := &m.Spec
+	s.NodeName = ""
+	s.Priority = nil
+	s.PreemptionPolicy = nil
+	s.EphemeralContainers = nil
+	s.NodeSelector = filterSelector(s.NodeSelector, t.Cluster)
+	s.Tolerations = filterTolerations(s.Tolerations)
+	s.TopologySpreadConstraints = filterSpread(s.TopologySpreadConstraints)
+	if s.Affinity != nil && s.Affinity.NodeAffinity != nil {
+		s.Affinity.NodeAffinity = filterNodeAffinity(s.Affinity.NodeAffinity, t.Cluster)
+		if s.Affinity.NodeAffinity == nil && s.Affinity.PodAffinity == nil && s.Affinity.PodAntiAffinity == nil {
+			s.Affinity = nil
+		}
+	}
+	dropServiceAccountToken(s)
+	return m
+}
+
+func filterSelector(sel map[string]string, cluster string) map[string]string {
+	var out map[string]string
+	for k, v := range sel {
+		if wellknown.HostOnlyLabel(k, v, cluster) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func filterTolerations(ts []corev1.Toleration) []corev1.Toleration {
+	var out []corev1.Toleration
+	for _, t := range ts {
+		if !wellknown.HostOnlyToleration(t.Key) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func filterSpread(cs []corev1.TopologySpreadConstraint) []corev1.TopologySpreadConstraint {
+	var out []corev1.TopologySpreadConstraint
+	for _, c := range cs {
+		if !wellknown.HostOnlyKey(c.TopologyKey) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// filterTerm removes host-only expressions and all matchFields from a node
+// selector term and reports whether anything is left of it.
+func filterTerm(term corev1.NodeSelectorTerm, cluster string) (corev1.NodeSelectorTerm, bool) {
+	var exprs []corev1.NodeSelectorRequirement
+	for _, e := range term.MatchExpressions {
+		if hostOnlyRequirement(e, cluster) {
+			continue
+		}
+		exprs = append(exprs, e)
+	}
+	return corev1.NodeSelectorTerm{MatchExpressions: exprs}, len(exprs) > 0
+}
+
+func hostOnlyRequirement(e corev1.NodeSelectorRequirement, cluster string) bool {
+	if wellknown.HostOnlyKey(e.Key) {
+		return true
+	}
+	if e.Operator != corev1.NodeSelectorOpIn {
+		return false
+	}
+	for _, v := range e.Values {
+		if !wellknown.HostOnlyLabel(e.Key, v, cluster) {
+			return false
+		}
+	}
+	return len(e.Values) > 0
+}
+
+func filterNodeAffinity(na *corev1.NodeAffinity, cluster string) *corev1.NodeAffinity {
+	out := &corev1.NodeAffinity{}
+	if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+		var terms []corev1.NodeSelectorTerm
+		unconstrained := false
+		for _, term := range req.NodeSelectorTerms {
+			ft, ok := filterTerm(term, cluster)
+			if !ok {
+				// This term only constrained the choice of virtual node and the
+				// host scheduler satisfied it; terms are ORed, so the member is free.
+				unconstrained = true
+				break
+			}
+			terms = append(terms, ft)
+		}
+		if !unconstrained && len(terms) > 0 {
+			out.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: terms}
+		}
+	}
+	for _, pref := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+		if ft, ok := filterTerm(pref.Preference, cluster); ok {
+			out.PreferredDuringSchedulingIgnoredDuringExecution = append(out.PreferredDuringSchedulingIgnoredDuringExecution,
+				corev1.PreferredSchedulingTerm{Weight: pref.Weight, Preference: ft})
+		}
+	}
+	if out.RequiredDuringSchedulingIgnoredDuringExecution == nil && len(out.PreferredDuringSchedulingIgnoredDuringExecution) == 0 {
+		return nil
+	}
+	return out
+}
+
+// dropServiceAccountToken removes the projected token volume that the host's
+// ServiceAccount admission added, and its mounts.
+func dropServiceAccountToken(s *corev1.PodSpec) {
+	drop := map[string]bool{}
+	var vols []corev1.Volume
+	for _, v := range s.Volumes {
+		if strings.HasPrefix(v.Name, "kube-api-access-") && v.Projected != nil {
+			drop[v.Name] = true
+			continue
+		}
+		vols = append(vols, v)
+	}
+	if len(drop) == 0 {
+		return
+	}
+	s.Volumes = vols
+	strip := func(cs []corev1.Container) {
+		for i := range cs {
+			var mounts []corev1.VolumeMount
+			for _, m := range cs[i].VolumeMounts {
+				if !drop[m.Name] {
+					mounts = append(mounts, m)
+				}
+			}
+			cs[i].VolumeMounts = mounts
+		}
+	}
+	strip(s.InitContainers)
+	strip(s.Containers)
+}
+
+// identityKeys are what ToMember adds to metadata; HostView removes them again.
+func stripIdentity(labels, annotations map[string]string) (map[string]string, map[string]string) {
+	l, a := maps.Clone(labels), maps.Clone(annotations)
+	delete(l, wellknown.ClusterLabel)
+	delete(l, wellknown.HostUIDLabel)
+	delete(l, wellknown.ManagedByLabel)
+	delete(a, wellknown.HostNamespaceAnnotation)
+	delete(a, wellknown.HostNameAnnotation)
+	return l, a
+}
+
+// HostView describes the member pod in host terms, for virtual-kubelet to
+// compare with the host pod: the host pod with the fields that may change
+// after creation (images, activeDeadlineSeconds, tolerations, labels,
+// annotations) taken from the member, and status translated by HostStatus.
+// A difference tells virtual-kubelet that UpdatePod has work to do.
+func HostView(host, member *corev1.Pod, t Target) *corev1.Pod {
+	v := host.DeepCopy()
+	v.Labels, v.Annotations = stripIdentity(member.Labels, member.Annotations)
+	if len(v.Labels) == 0 && len(host.Labels) == 0 {
+		v.Labels = host.Labels
+	}
+	if len(v.Annotations) == 0 && len(host.Annotations) == 0 {
+		v.Annotations = host.Annotations
+	}
+	copyImages(v.Spec.Containers, member.Spec.Containers)
+	copyImages(v.Spec.InitContainers, member.Spec.InitContainers)
+	v.Spec.ActiveDeadlineSeconds = member.Spec.ActiveDeadlineSeconds
+	if want := ToMember(host, t).Spec.Tolerations; !equality.Semantic.DeepEqual(want, member.Spec.Tolerations) {
+		v.Spec.Tolerations = member.Spec.Tolerations
+	}
+	v.Status = HostStatus(host, member)
+	return v
+}
+
+func copyImages(dst, src []corev1.Container) {
+	images := make(map[string]string, len(src))
+	for _, c := range src {
+		images[c.Name] = c.Image
+	}
+	for i := range dst {
+		if img, ok := images[dst[i].Name]; ok {
+			dst[i].Image = img
+		}
+	}
+}
+
+// HostStatus is the member pod's status as the host pod should show it. The
+// member's phase, conditions, container statuses, IPs and start time are
+// taken as they are; host conditions the member does not know (set by host
+// controllers, e.g. DisruptionTarget) are kept; what only means something in
+// the member (nominated node, resize state) is dropped; the QoS class stays
+// the host's because it is immutable there.
+func HostStatus(host, member *corev1.Pod) corev1.PodStatus {
+	s := *member.Status.DeepCopy()
+	s.NominatedNodeName = ""
+	s.Resize = ""
+	s.QOSClass = host.Status.QOSClass
+	s.ObservedGeneration = host.Generation
+	known := map[corev1.PodConditionType]bool{}
+	for i := range s.Conditions {
+		known[s.Conditions[i].Type] = true
+		if s.Conditions[i].ObservedGeneration != 0 {
+			s.Conditions[i].ObservedGeneration = host.Generation
+		}
+	}
+	for _, c := range host.Status.Conditions {
+		if !known[c.Type] {
+			s.Conditions = append(s.Conditions, c)
+		}
+	}
+	if s.Phase == "" {
+		s.Phase = corev1.PodPending
+	}
+	return s
+}
+
+// Reasons for the host pod's status and events.
+const (
+	// ReasonMemberPodDeleted is the host pod's status reason after its member
+	// pod was deleted or evicted in the member by someone other than flotilla.
+	ReasonMemberPodDeleted = "MemberPodDeleted"
+)
+
+// DeletedStatus is the host pod's status after its member pod disappeared
+// out of band: Failed, like a pod a kubelet evicted, so that its controller
+// replaces it while the pod stays visible with the reason.
+func DeletedStatus(host *corev1.Pod, cluster string, now metav1.Time) corev1.PodStatus {
+	s := *host.Status.DeepCopy()
+	s.Phase = corev1.PodFailed
+	s.Reason = ReasonMemberPodDeleted
+	s.Message = fmt.Sprintf("The pod was deleted from member cluster %s outside of flotilla.", cluster)
+	for i := range s.Conditions {
+		switch s.Conditions[i].Type {
+		case corev1.PodReady, corev1.ContainersReady:
+			if s.Conditions[i].Status != corev1.ConditionFalse {
+				s.Conditions[i].Status = corev1.ConditionFalse
+				s.Conditions[i].Reason = "PodFailed"
+				s.Conditions[i].LastTransitionTime = now
+			}
+		}
+	}
+	terminate := func(cs []corev1.ContainerStatus) {
+		for i := range cs {
+			if cs[i].State.Terminated != nil {
+				continue
+			}
+			started := now
+			if cs[i].State.Running != nil {
+				started = cs[i].State.Running.StartedAt
+			}
+			cs[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: ReasonMemberPodDeleted, StartedAt: started, FinishedAt: now,
+			}}
+			cs[i].Ready = false
+			f := false
+			cs[i].Started = &f
+		}
+	}
+	terminate(s.InitContainerStatuses)
+	terminate(s.ContainerStatuses)
+	return s
+}

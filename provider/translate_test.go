@@ -1,0 +1,278 @@
+package provider
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+func hostPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web-1", Namespace: "shop", UID: "uid-1", ResourceVersion: "42",
+			Labels:          map[string]string{"app": "web"},
+			Annotations:     map[string]string{"note": "x"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web-abc", UID: "rs"}},
+			Finalizers:      []string{"example.com/f"},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:         "beijing",
+			Priority:         ptr.To[int32](100),
+			PreemptionPolicy: ptr.To(corev1.PreemptLowerPriority),
+			Containers:       []corev1.Container{{Name: "c", Image: "nginx:1", VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets"}, {Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{
+				{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
+	}
+}
+
+func TestToMember(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "shop-beijing"}
+	cases := map[string]struct {
+		mutate func(*corev1.Pod)
+		check  func(t *testing.T, m *corev1.Pod)
+	}{
+		"identity and metadata": {
+			check: func(t *testing.T, m *corev1.Pod) {
+				want := metav1.ObjectMeta{
+					Name: "web-1", Namespace: "shop-beijing",
+					Labels: map[string]string{"app": "web", wellknown.ClusterLabel: "beijing", wellknown.HostUIDLabel: "uid-1",
+						wellknown.ManagedByLabel: wellknown.ManagedByValue},
+					Annotations: map[string]string{"note": "x", wellknown.HostNamespaceAnnotation: "shop", wellknown.HostNameAnnotation: "web-1"},
+				}
+				if d := cmp.Diff(want, m.ObjectMeta); d != "" {
+					t.Errorf("metadata (-want +got):\n%s", d)
+				}
+				if m.Spec.NodeName != "" || m.Spec.Priority != nil || m.Spec.PreemptionPolicy != nil {
+					t.Errorf("nodeName/priority not cleared: %q %v %v", m.Spec.NodeName, m.Spec.Priority, m.Spec.PreemptionPolicy)
+				}
+				if m.Status.Phase != "" {
+					t.Errorf("status not cleared: %v", m.Status.Phase)
+				}
+			},
+		},
+		"host service account token removed, other volumes kept": {
+			check: func(t *testing.T, m *corev1.Pod) {
+				if len(m.Spec.Volumes) != 1 || m.Spec.Volumes[0].Name != "data" {
+					t.Errorf("volumes = %+v", m.Spec.Volumes)
+				}
+				if ms := m.Spec.Containers[0].VolumeMounts; len(ms) != 1 || ms[0].Name != "data" {
+					t.Errorf("mounts = %+v", ms)
+				}
+			},
+		},
+		"host-only nodeSelector entries removed": {
+			mutate: func(p *corev1.Pod) {
+				p.Spec.NodeSelector = map[string]string{
+					wellknown.ClusterLabel: "beijing", "kubernetes.io/hostname": "beijing", "type": "virtual-kubelet",
+					"kubernetes.io/os": "linux", "disk": "ssd",
+				}
+			},
+			check: func(t *testing.T, m *corev1.Pod) {
+				want := map[string]string{"kubernetes.io/os": "linux", "disk": "ssd"}
+				if d := cmp.Diff(want, m.Spec.NodeSelector); d != "" {
+					t.Errorf("nodeSelector (-want +got):\n%s", d)
+				}
+			},
+		},
+		"a member node's hostname in the selector reaches the member": {
+			mutate: func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": "edge-7"} },
+			check: func(t *testing.T, m *corev1.Pod) {
+				if m.Spec.NodeSelector["kubernetes.io/hostname"] != "edge-7" {
+					t.Errorf("nodeSelector = %v", m.Spec.NodeSelector)
+				}
+			},
+		},
+		"virtual node toleration removed, others kept": {
+			mutate: func(p *corev1.Pod) {
+				p.Spec.Tolerations = []corev1.Toleration{
+					{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule},
+					{Key: "gpu", Operator: corev1.TolerationOpExists},
+				}
+			},
+			check: func(t *testing.T, m *corev1.Pod) {
+				want := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+				if d := cmp.Diff(want, m.Spec.Tolerations); d != "" {
+					t.Errorf("tolerations (-want +got):\n%s", d)
+				}
+			},
+		},
+		"required affinity satisfied by the host is dropped": {
+			mutate: func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+						{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"beijing", "hangzhou"}}}},
+					}},
+				}}
+			},
+			check: func(t *testing.T, m *corev1.Pod) {
+				if m.Spec.Affinity != nil {
+					t.Errorf("affinity = %+v, want nil", m.Spec.Affinity)
+				}
+			},
+		},
+		"DaemonSet matchFields dropped, member expressions kept": {
+			mutate: func(p *corev1.Pod) {
+				p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}},
+						MatchFields:      []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"beijing"}}},
+					}}},
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+						{Weight: 5, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ProviderLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"aws"}}}}},
+						{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+					},
+				}}
+			},
+			check: func(t *testing.T, m *corev1.Pod) {
+				want := &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}},
+					}}},
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{
+						{Weight: 7, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+					},
+				}
+				if d := cmp.Diff(want, m.Spec.Affinity.NodeAffinity); d != "" {
+					t.Errorf("node affinity (-want +got):\n%s", d)
+				}
+			},
+		},
+		"spread over clusters stays in the host, spread over member nodes goes through": {
+			mutate: func(p *corev1.Pod) {
+				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+					{TopologyKey: wellknown.ClusterLabel, MaxSkew: 1},
+					{TopologyKey: "kubernetes.io/hostname", MaxSkew: 1},
+				}
+			},
+			check: func(t *testing.T, m *corev1.Pod) {
+				want := []corev1.TopologySpreadConstraint{{TopologyKey: "kubernetes.io/hostname", MaxSkew: 1}}
+				if d := cmp.Diff(want, m.Spec.TopologySpreadConstraints); d != "" {
+					t.Errorf("spread (-want +got):\n%s", d)
+				}
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			host := hostPod()
+			if tc.mutate != nil {
+				tc.mutate(host)
+			}
+			before := host.DeepCopy()
+			m := ToMember(host, target)
+			tc.check(t, m)
+			if d := cmp.Diff(before, host); d != "" {
+				t.Errorf("ToMember modified its input:\n%s", d)
+			}
+		})
+	}
+}
+
+func TestHostViewRoundTrip(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "shop"}
+	host := hostPod()
+	host.Spec.Tolerations = []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpExists}}
+	member := ToMember(host, target)
+	member.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.5", QOSClass: corev1.PodQOSBestEffort}
+
+	v := HostView(host, member, target)
+	if d := cmp.Diff(host.Labels, v.Labels); d != "" {
+		t.Errorf("labels (-host +view):\n%s", d)
+	}
+	if d := cmp.Diff(host.Spec, v.Spec); d != "" {
+		t.Errorf("an unchanged member pod must look like its host pod (-host +view):\n%s", d)
+	}
+	if v.Status.PodIP != "10.1.0.5" || v.Status.Phase != corev1.PodRunning {
+		t.Errorf("status = %+v", v.Status)
+	}
+
+	member.Spec.Containers[0].Image = "nginx:old"
+	if v := HostView(host, member, target); v.Spec.Containers[0].Image != "nginx:old" {
+		t.Errorf("image drift not visible: %s", v.Spec.Containers[0].Image)
+	}
+}
+
+func TestHostStatus(t *testing.T) {
+	host := hostPod()
+	host.Generation = 3
+	host.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"},
+	}
+	start := metav1.NewTime(time.Unix(1000, 0))
+	member := &corev1.Pod{Status: corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}},
+		HostIP: "10.250.1.1", StartTime: &start, NominatedNodeName: "member-node-1",
+		QOSClass: corev1.PodQOSGuaranteed,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, ObservedGeneration: 1},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, ObservedGeneration: 1},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, RestartCount: 2}},
+	}}
+	got := HostStatus(host, member)
+	want := corev1.PodStatus{
+		Phase: corev1.PodRunning, PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}},
+		HostIP: "10.250.1.1", StartTime: &start, QOSClass: corev1.PodQOSBestEffort, ObservedGeneration: 3,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, ObservedGeneration: 3},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, ObservedGeneration: 3},
+			{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, RestartCount: 2}},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("HostStatus (-want +got):\n%s", d)
+	}
+}
+
+func TestDeletedStatus(t *testing.T) {
+	host := hostPod()
+	started := metav1.NewTime(time.Unix(500, 0))
+	host.Status = corev1.PodStatus{
+		Phase:             corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
+	}
+	now := metav1.NewTime(time.Unix(900, 0))
+	s := DeletedStatus(host, "beijing", now)
+	if s.Phase != corev1.PodFailed || s.Reason != ReasonMemberPodDeleted {
+		t.Fatalf("phase/reason = %s/%s", s.Phase, s.Reason)
+	}
+	if s.Conditions[0].Status != corev1.ConditionFalse {
+		t.Errorf("Ready = %s, want False", s.Conditions[0].Status)
+	}
+	term := s.ContainerStatuses[0].State.Terminated
+	if term == nil || term.StartedAt != started || term.FinishedAt != now || s.ContainerStatuses[0].Ready {
+		t.Errorf("container status = %+v", s.ContainerStatuses[0])
+	}
+}
+
+func TestApplyMutable(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "shop"}
+	host := hostPod()
+	cur := ToMember(host, target)
+	if applyMutable(cur.DeepCopy(), ToMember(host, target)) {
+		t.Error("no change reported as a change")
+	}
+	host.Spec.Containers[0].Image = "nginx:2"
+	host.Labels["tier"] = "front"
+	host.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
+	host.Spec.Tolerations = append(host.Spec.Tolerations, corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})
+	if !applyMutable(cur, ToMember(host, target)) {
+		t.Fatal("change not reported")
+	}
+	if cur.Spec.Containers[0].Image != "nginx:2" || cur.Labels["tier"] != "front" || *cur.Spec.ActiveDeadlineSeconds != 60 || len(cur.Spec.Tolerations) != 1 {
+		t.Errorf("not applied: %+v", cur)
+	}
+}
