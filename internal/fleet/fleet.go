@@ -1,0 +1,221 @@
+// Package fleet runs flotilla on a test world: it builds flotilla-node,
+// grants it exactly the ClusterRoles in config/rbac under identities of its
+// own, starts one flotilla-node per member cluster and waits for their
+// virtual nodes. End-to-end tests, benchmarks and the demo share it.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// BuildNode compiles cmd/flotilla-node into dir and returns the binary's path.
+func BuildNode(ctx context.Context, dir string) (string, error) {
+	root, err := testworld.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "flotilla-node")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/flotilla-node")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build flotilla-node: %w\n%s", err, b)
+	}
+	return out, nil
+}
+
+// Fleet is a test world with one flotilla-node per member cluster.
+type Fleet struct {
+	World *testworld.World
+	// NodeBinary is the flotilla-node binary the fleet runs.
+	NodeBinary string
+	// ExtraArgs are added to every flotilla-node's command line.
+	ExtraArgs []string
+
+	mu    sync.Mutex
+	nodes map[string]*testworld.Process
+	ports map[string]int
+}
+
+// HostIdentity is the user flotilla-node for member acts as in the host.
+func HostIdentity(member string) string { return "flotilla-node:" + member }
+
+// MemberIdentity is the user flotilla-node acts as in its member.
+const MemberIdentity = "flotilla-node"
+
+// Deploy grants flotilla its roles in every cluster of w, starts a
+// flotilla-node per member and waits until all virtual nodes are Ready.
+func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArgs ...string) (*Fleet, error) {
+	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs,
+		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
+	host := w.Host().Client()
+	if err := apply(ctx, host, rbac.HostClusterRole()); err != nil {
+		return nil, fmt.Errorf("host ClusterRole: %w", err)
+	}
+	for _, m := range w.Members() {
+		if err := bind(ctx, host, rbac.HostClusterRole().Name, HostIdentity(m.Name)); err != nil {
+			return nil, fmt.Errorf("host binding for %s: %w", m.Name, err)
+		}
+		if err := apply(ctx, m.Client(), rbac.MemberClusterRole()); err != nil {
+			return nil, fmt.Errorf("member ClusterRole in %s: %w", m.Name, err)
+		}
+		if err := bind(ctx, m.Client(), rbac.MemberClusterRole().Name, MemberIdentity); err != nil {
+			return nil, fmt.Errorf("member binding in %s: %w", m.Name, err)
+		}
+	}
+	for _, m := range w.Members() {
+		if _, err := f.StartNode(m.Name); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range w.Members() {
+		if err := f.WaitNodeReady(ctx, m.Name, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// StartNode starts (or restarts) the flotilla-node of member, on the same
+// kubelet port as before.
+func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Process, error) {
+	m := f.World.Member(member)
+	if m == nil {
+		return nil, fmt.Errorf("no member %q", member)
+	}
+	hostKC, err := f.World.Host().UserKubeconfig(HostIdentity(member))
+	if err != nil {
+		return nil, err
+	}
+	memberKC, err := m.UserKubeconfig(MemberIdentity)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	port, ok := f.ports[member]
+	if !ok {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+		f.ports[member] = port
+	}
+	args := []string{
+		"--cluster-name=" + member,
+		"--host-kubeconfig=" + hostKC,
+		"--member-kubeconfig=" + memberKC,
+		"--node-ip=" + testworld.AdvertiseIP,
+		"--kubelet-port=" + strconv.Itoa(port),
+		"--client-ca-file=" + f.World.Host().CAFile,
+		"--member-health-interval=1s",
+	}
+	args = append(append(args, f.ExtraArgs...), extraArgs...)
+	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
+	if err != nil {
+		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)
+	}
+	f.nodes[member] = p
+	return p, nil
+}
+
+// Node returns the running flotilla-node process of member.
+func (f *Fleet) Node(member string) *testworld.Process {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[member]
+}
+
+// KubeletPort is the kubelet endpoint port of member's virtual node.
+func (f *Fleet) KubeletPort(member string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ports[member]
+}
+
+// WaitNodeReady waits until member's virtual node is registered and Ready.
+func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.Duration) error {
+	host := f.World.Host().Client()
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p := f.Node(member); p != nil {
+			if exited, err := p.Exited(); exited {
+				return false, fmt.Errorf("flotilla-node for %s exited: %v\n%s", member, err, p.LogTail(30))
+			}
+		}
+		n, err := host.CoreV1().Nodes().Get(ctx, member, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				last = fmt.Sprintf("Ready=%s (%s)", c.Status, c.Message)
+				return c.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		tail := ""
+		if p := f.Node(member); p != nil {
+			tail = p.LogTail(30)
+		}
+		return fmt.Errorf("virtual node %s not Ready (last: %s): %w\n%s", member, last, err, tail)
+	}
+	return nil
+}
+
+func apply(ctx context.Context, c kubernetes.Interface, role *rbacv1.ClusterRole) error {
+	_, err := c.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func bind(ctx context.Context, c kubernetes.Interface, role, user string) error {
+	_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: safeName(role + "-" + user)},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+func safeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == ':' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

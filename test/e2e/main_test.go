@@ -1,0 +1,67 @@
+// Package e2e tests flotilla end to end against real clusters: a host and
+// three members, each with its own etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler, the members' nodes simulated
+// by kwok, and one flotilla-node process per member running with exactly
+// the ClusterRoles in config/rbac.
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"flotilla.io/flotilla/internal/fleet"
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// members are the member clusters every test can use; each has two kwok nodes.
+var members = []string{"beijing", "hangzhou", "shenzhen"}
+
+// env is the running fleet, shared by the tests of this package.
+var env *fleet.Fleet
+
+func TestMain(m *testing.M) {
+	os.Exit(testworld.RunInNetns(func() int { return run(m) }))
+}
+
+func run(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	logf := func(format string, args ...any) { fmt.Printf("e2e: "+format+"\n", args...) }
+
+	cfg := testworld.Config{Logf: logf, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
+	for _, name := range members {
+		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: []testworld.NodeSpec{
+			{Name: name + "-node-1"}, {Name: name + "-node-2"},
+		}})
+	}
+	started := time.Now()
+	w, err := testworld.Start(ctx, cfg)
+	if err != nil {
+		logf("start test world: %v", err)
+		return 1
+	}
+	defer w.Stop()
+	logf("test world (host + %d members) started in %s; files in %s", len(members), time.Since(started).Round(time.Millisecond), w.Dir())
+	bin, err := fleet.BuildNode(ctx, w.Dir())
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	started = time.Now()
+	env, err = fleet.Deploy(ctx, w, bin, "--log-level=debug")
+	if err != nil {
+		logf("deploy flotilla: %v", err)
+		return 1
+	}
+	logf("flotilla-node x%d Ready in %s", len(members), time.Since(started).Round(time.Millisecond))
+	return m.Run()
+}

@@ -1,0 +1,5 @@
+package e2e
+
+import "k8s.io/apimachinery/pkg/api/resource"
+
+func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

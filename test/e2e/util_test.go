@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+func hostClient() kubernetes.Interface { return env.World.Host().Client() }
+
+func memberClient(name string) kubernetes.Interface { return env.World.Member(name).Client() }
+
+// eventually polls cond until it returns true, failing the test with the
+// last message cond gave when the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, msg, err := cond(ctx)
+		last = msg
+		return ok, err
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %s)", what, err, last)
+	}
+}
+
+// namespace creates a host namespace for one test and deletes it afterwards.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
+	if len(name) > 50 {
+		name = name[:50]
+	}
+	name = strings.TrimRight(name, "-") + "-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	_, err := hostClient().CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = hostClient().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// virtualNodeToleration lets a pod onto flotilla's virtual nodes.
+var virtualNodeToleration = corev1.Toleration{
+	Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual, Value: wellknown.ProviderTaintValue,
+	Effect: corev1.TaintEffectNoSchedule,
+}
+
+// deployment is a Deployment that tolerates the virtual nodes and spreads
+// its pods evenly over them.
+func deployment(ns, name string, replicas int32) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{virtualNodeToleration},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: wellknown.ClusterLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](30),
+					Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27", Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("100m"), corev1.ResourceMemory: mustQuantity("64Mi")},
+					}}},
+				},
+			},
+		},
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// memberPodOf returns the member pod forwarded from a host pod, or nil.
+func memberPodOf(ctx context.Context, host *corev1.Pod) (*corev1.Pod, error) {
+	list, err := memberClient(host.Spec.NodeName).CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		LabelSelector: wellknown.HostUIDLabel + "=" + string(host.UID),
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch len(list.Items) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &list.Items[0], nil
+	}
+	return nil, fmt.Errorf("host pod %s/%s has %d member pods", host.Namespace, host.Name, len(list.Items))
+}
