@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs every check and test: gofmt, go vet, unit tests and the end-to-end
+# tests against real clusters. Builds the test world's binaries first, so
+# that their (cached) build is not counted against any test's timeout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v ip >/dev/null 2>&1; then
+  echo "test: installing iproute2 (the test world needs 'ip' to set up its network namespace)" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq iproute2 >&2
+fi
+
+bash hack/build-testworld.sh >/dev/null
+
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt needed on:" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+go vet ./...
+go test -count=1 -timeout 45m ./...
