@@ -56,6 +56,8 @@ func SameName(ns string) string { return ns }
 type Config struct {
 	// NodeName is the virtual node (and cluster) this provider serves.
 	NodeName string
+	// Installation identifies the host cluster (see wellknown.InstallationLabel).
+	Installation string
 	// HostPods lists the host pods bound to NodeName (virtual-kubelet's lister).
 	HostPods   corev1listers.PodLister
 	HostClient kubernetes.Interface
@@ -71,6 +73,9 @@ type Config struct {
 	Clock           clock.Clock
 	// StatusWorkers is how many goroutines push status to the host.
 	StatusWorkers int
+	// Events, when set, is used to mirror the events of member pods onto
+	// their host pods under the member component's name.
+	Events record.EventBroadcaster
 }
 
 // Provider forwards the pods of one virtual node into its member cluster.
@@ -99,9 +104,9 @@ type Provider struct {
 // New returns a provider whose Run must be called, and the member informers
 // started, before it is useful.
 func New(cfg Config) (*Provider, error) {
-	if cfg.NodeName == "" || cfg.HostPods == nil || cfg.HostClient == nil || cfg.Recorder == nil ||
+	if cfg.NodeName == "" || cfg.Installation == "" || cfg.HostPods == nil || cfg.HostClient == nil || cfg.Recorder == nil ||
 		cfg.MemberClient == nil || cfg.MemberInformers == nil {
-		return nil, errors.New("provider: NodeName, HostPods, HostClient, Recorder, MemberClient and MemberInformers are required")
+		return nil, errors.New("provider: NodeName, Installation, HostPods, HostClient, Recorder, MemberClient and MemberInformers are required")
 	}
 	if cfg.Namespace == nil {
 		cfg.Namespace = SameName
@@ -134,20 +139,35 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("watch member pods: %w", err)
 	}
+	if cfg.Events != nil {
+		if _, err := newEventMirror(p, cfg.Events); err != nil {
+			return nil, fmt.Errorf("watch member events: %w", err)
+		}
+	}
 	return p, nil
 }
 
 func (p *Provider) target(hostNamespace string) Target {
-	return Target{Cluster: p.cfg.NodeName, Namespace: p.cfg.Namespace(hostNamespace)}
+	return Target{Cluster: p.cfg.NodeName, Namespace: p.cfg.Namespace(hostNamespace), Installation: p.cfg.Installation}
 }
 
-// ours reports whether a member object was forwarded by this virtual node.
+// ours reports whether a member object was created by this virtual node of
+// this installation. Nothing else is ever updated or deleted.
 func (p *Provider) ours(obj any) bool {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	m, ok := obj.(metav1.Object)
-	return ok && m.GetLabels()[wellknown.ClusterLabel] == p.cfg.NodeName
+	if !ok {
+		return false
+	}
+	l := m.GetLabels()
+	return l[wellknown.ClusterLabel] == p.cfg.NodeName && l[wellknown.InstallationLabel] == p.cfg.Installation
+}
+
+// ownSelector selects the member objects ours accepts.
+func (p *Provider) ownSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: p.cfg.NodeName, wellknown.InstallationLabel: p.cfg.Installation})
 }
 
 func (p *Provider) memberPodChanged(obj any) {
@@ -173,14 +193,19 @@ func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 	})
 }
 
-// Run processes status and retry work until ctx ends.
-func (p *Provider) Run(ctx context.Context) {
+// Run processes status and retry work until ctx ends. hostSynced must close
+// only once the host pod cache is complete (virtual-kubelet's
+// PodController().Ready()): before that, every member pod would look
+// orphaned.
+func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	defer p.statusQueue.ShutDown()
 	defer p.retryQueue.ShutDown()
-	select {
-	case <-ctx.Done():
-		return
-	case <-p.notifyCh:
+	for _, ch := range []<-chan struct{}{p.notifyCh, hostSynced} {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
 	}
 	var wg sync.WaitGroup
 	for range p.cfg.StatusWorkers {
@@ -213,26 +238,32 @@ func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string
 // based: it looks at both pods as they are now, whatever event brought it here.
 func (p *Provider) syncStatus(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	host, err := p.cfg.HostPods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if host.Spec.NodeName != p.cfg.NodeName {
-		return nil
-	}
 	t := p.target(ns)
 	member, err := p.memberPods.Pods(t.Namespace).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
+		member = nil
+	} else if err != nil {
 		return err
 	}
-	if member != nil && member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
-		member = nil // an earlier host pod's leftover, not this one's
+	host, err := p.cfg.HostPods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && host.Spec.NodeName != p.cfg.NodeName) {
+		host = nil
+	} else if err != nil {
+		return err
 	}
 	ctx, span := trace.StartSpan(ctx, "provider.syncStatus")
 	defer span.End()
+	if member != nil && (host == nil || member.Labels[wellknown.HostUIDLabel] != string(host.UID)) {
+		// The member pod's host pod is gone: deleted or evicted while the
+		// member was unreachable, or while this process was down.
+		if err := p.deleteOrphan(ctx, member); err != nil {
+			return err
+		}
+		member = nil
+	}
+	if host == nil {
+		return nil
+	}
 	switch {
 	case member != nil:
 		p.seen.Store(host.UID, struct{}{})
@@ -264,6 +295,26 @@ func (p *Provider) syncStatus(ctx context.Context, key string) error {
 		out.Status = DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now()))
 		p.notify(out)
 	}
+	return nil
+}
+
+// deleteOrphan deletes a member pod whose host pod no longer exists. The UID
+// precondition makes it exactly-once and keeps it off any newer pod of the
+// same name.
+func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
+	if m.DeletionTimestamp != nil {
+		return nil
+	}
+	err := p.cfg.MemberClient.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+		Preconditions: metav1.NewUIDPreconditions(string(m.UID)),
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete orphaned pod %s/%s in cluster %s: %w", m.Namespace, m.Name, p.cfg.NodeName, err)
+	}
+	log.G(ctx).WithField("pod", m.Namespace+"/"+m.Name).Info("deleted member pod whose host pod is gone")
 	return nil
 }
 
@@ -356,8 +407,8 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 		return fmt.Errorf("get pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	switch {
-	case existing.Labels[wellknown.ClusterLabel] != t.Cluster:
-		return fmt.Errorf("pod %s/%s already exists in cluster %s and is not managed by flotilla for this node", t.Namespace, pod.Name, t.Cluster)
+	case !p.ours(existing):
+		return fmt.Errorf("pod %s/%s already exists in cluster %s and is not managed by this flotilla virtual node", t.Namespace, pod.Name, t.Cluster)
 	case existing.Labels[wellknown.HostUIDLabel] == string(pod.UID):
 		return nil
 	}
@@ -438,7 +489,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		if err != nil {
 			return err
 		}
-		if cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
+		if !p.ours(cur) || cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
 			return errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, pod.Name, t.Cluster)
 		}
 		upd := cur.DeepCopy()
@@ -485,7 +536,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	t := p.target(pod.Namespace)
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
 	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-	if err == nil && cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
+	if err == nil && (!p.ours(cur) || cur.Labels[wellknown.HostUIDLabel] != string(pod.UID)) {
 		err = apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
 	}
 	if err == nil {
@@ -556,7 +607,7 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 
 // GetPods returns every member pod this virtual node forwarded, in host terms.
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
-	members, err := p.memberPods.List(labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: p.cfg.NodeName}))
+	members, err := p.memberPods.List(p.ownSelector())
 	if err != nil {
 		return nil, err
 	}

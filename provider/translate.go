@@ -17,13 +17,16 @@ import (
 type Target struct {
 	Cluster   string
 	Namespace string
+	// Installation identifies the host cluster, see wellknown.InstallationLabel.
+	Installation string
 }
 
 // ToMember returns the pod to create in the member for a host pod bound to
 // target.Cluster. What changes, and why:
 //
 //   - metadata: same name, mapped namespace; labels and annotations are kept
-//     and the identity (cluster, host UID, host namespace and name) is added
+//     and the identity (cluster, installation, host UID, host namespace and
+//     name) is added
 //     so the member pod can be found and adopted again after a restart.
 //     Owner references, finalizers and server-set fields are dropped: the
 //     host objects they name do not exist in the member.
@@ -64,6 +67,7 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 	m.Labels[wellknown.ClusterLabel] = t.Cluster
 	m.Labels[wellknown.HostUIDLabel] = string(host.UID)
 	m.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	m.Labels[wellknown.InstallationLabel] = t.Installation
 	m.Annotations[wellknown.HostNamespaceAnnotation] = host.Namespace
 	m.Annotations[wellknown.HostNameAnnotation] = host.Name
 
@@ -215,6 +219,7 @@ func stripIdentity(labels, annotations map[string]string) (map[string]string, ma
 	delete(l, wellknown.ClusterLabel)
 	delete(l, wellknown.HostUIDLabel)
 	delete(l, wellknown.ManagedByLabel)
+	delete(l, wellknown.InstallationLabel)
 	delete(a, wellknown.HostNamespaceAnnotation)
 	delete(a, wellknown.HostNameAnnotation)
 	return l, a

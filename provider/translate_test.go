@@ -36,7 +36,7 @@ func hostPod() *corev1.Pod {
 }
 
 func TestToMember(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "shop-beijing"}
+	target := Target{Cluster: "beijing", Namespace: "shop-beijing", Installation: "host-1"}
 	cases := map[string]struct {
 		mutate func(*corev1.Pod)
 		check  func(t *testing.T, m *corev1.Pod)
@@ -46,7 +46,7 @@ func TestToMember(t *testing.T) {
 				want := metav1.ObjectMeta{
 					Name: "web-1", Namespace: "shop-beijing",
 					Labels: map[string]string{"app": "web", wellknown.ClusterLabel: "beijing", wellknown.HostUIDLabel: "uid-1",
-						wellknown.ManagedByLabel: wellknown.ManagedByValue},
+						wellknown.ManagedByLabel: wellknown.ManagedByValue, wellknown.InstallationLabel: "host-1"},
 					Annotations: map[string]string{"note": "x", wellknown.HostNamespaceAnnotation: "shop", wellknown.HostNameAnnotation: "web-1"},
 				}
 				if d := cmp.Diff(want, m.ObjectMeta); d != "" {

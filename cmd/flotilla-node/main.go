@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -39,6 +41,7 @@ import (
 
 type options struct {
 	clusterName      string
+	installation     string
 	hostKubeconfig   string
 	memberKubeconfig string
 	nodeIP           string
@@ -57,9 +60,11 @@ type options struct {
 	podWorkers       int
 	statusWorkers    int
 	healthInterval   time.Duration
+	healthFailures   int
 	syncTimeout      time.Duration
 	logLevel         string
 	logFormat        string
+	profilingAddress string
 }
 
 func main() {
@@ -73,6 +78,7 @@ func parseFlags() (*options, error) {
 	o := &options{}
 	fs := pflag.NewFlagSet("flotilla-node", pflag.ContinueOnError)
 	fs.StringVar(&o.clusterName, "cluster-name", "", "name of the member cluster; also the virtual node's name (required)")
+	fs.StringVar(&o.installation, "installation-id", "", "identity of this flotilla installation, written on every member object it creates so that hosts sharing a member never touch each other's objects (default: the UID of the host's kube-system namespace)")
 	fs.StringVar(&o.hostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration")
 	fs.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "kubeconfig of the member cluster (required)")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address the host apiserver uses to reach this process's kubelet endpoint; must not be loopback (default: first non-loopback address)")
@@ -91,9 +97,11 @@ func parseFlags() (*options, error) {
 	fs.IntVar(&o.podWorkers, "pod-sync-workers", 32, "workers that forward pod changes to the member")
 	fs.IntVar(&o.statusWorkers, "status-sync-workers", 16, "workers that push member pod status to the host")
 	fs.DurationVar(&o.healthInterval, "member-health-interval", 5*time.Second, "how often the member apiserver's /readyz is checked")
+	fs.IntVar(&o.healthFailures, "member-failure-threshold", 2, "failed health checks in a row after which the virtual node turns NotReady (grace period = interval x threshold)")
 	fs.DurationVar(&o.syncTimeout, "member-sync-timeout", 30*time.Second, "how long to wait for the member's caches before registering the node anyway (NotReady)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.profilingAddress, "profiling-address", "", "loopback host:port serving net/http/pprof (e.g. 127.0.0.1:6060); empty disables profiling")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return nil, err
 	}
@@ -104,6 +112,8 @@ func parseFlags() (*options, error) {
 		return nil, errors.New("--member-kubeconfig is required")
 	case (o.tlsCertFile == "") != (o.tlsKeyFile == ""):
 		return nil, errors.New("--tls-cert-file and --tls-private-key-file must be given together")
+	case o.profilingAddress != "" && !isLoopbackAddress(o.profilingAddress):
+		return nil, fmt.Errorf("--profiling-address %q: want a loopback host:port; profiles expose memory contents", o.profilingAddress)
 	}
 	return o, nil
 }
@@ -137,6 +147,9 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.profilingAddress != "" {
+		go serveProfiling(ctx, o.profilingAddress)
+	}
 
 	hostCfg, err := kubeconfig.Load("host", o.hostKubeconfig, true, o.hostQPS, o.hostBurst)
 	if err != nil {
@@ -153,6 +166,14 @@ func run() error {
 	memberClient, err := kubernetes.NewForConfig(memberCfg)
 	if err != nil {
 		return fmt.Errorf("member client: %w", err)
+	}
+	installation := o.installation
+	if installation == "" {
+		ns, err := hostClient.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
+		}
+		installation = string(ns.UID)
 	}
 	nodeIP := o.nodeIP
 	if nodeIP == "" {
@@ -178,9 +199,10 @@ func run() error {
 			KubeletPort:    int32(o.listenPort),
 			KubeletVersion: memberVersion(ctx, memberClient),
 		},
-		Informers:      memberInformers,
-		Health:         readyz{memberClient},
-		HealthInterval: o.healthInterval,
+		Informers:        memberInformers,
+		Health:           readyz{memberClient},
+		HealthInterval:   o.healthInterval,
+		FailureThreshold: o.healthFailures,
 	})
 	if err != nil {
 		return err
@@ -195,6 +217,7 @@ func run() error {
 	newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 		podProvider, err = provider.New(provider.Config{
 			NodeName:        o.clusterName,
+			Installation:    installation,
 			HostPods:        pc.Pods,
 			HostClient:      hostClient,
 			Recorder:        recorder,
@@ -202,6 +225,7 @@ func run() error {
 			MemberConfig:    memberCfg,
 			MemberInformers: memberInformers,
 			StatusWorkers:   o.statusWorkers,
+			Events:          broadcaster,
 		})
 		return podProvider, nodeProvider, err
 	}
@@ -245,8 +269,11 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("set up virtual node: %w", err)
 	}
+	// The provider registered further member informers (events, ...) while
+	// the node was being set up; Start only starts those not running yet.
+	memberInformers.Start(ctx.Done())
 	go nodeProvider.Run(ctx)
-	go podProvider.Run(ctx)
+	go podProvider.Run(ctx, vk.PodController().Ready())
 	log.G(ctx).WithField("nodeIP", nodeIP).WithField("port", o.listenPort).Info("starting virtual node")
 	if err := vk.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -333,4 +360,38 @@ func firstNonLoopbackIP() (string, error) {
 		}
 	}
 	return "", errors.New("no non-loopback address found; set --node-ip")
+}
+
+// serveProfiling serves net/http/pprof on addr until ctx ends. Profiling is a
+// diagnostic aid, so failing to listen is logged rather than fatal.
+func serveProfiling(ctx context.Context, addr string) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	log.G(ctx).WithField("address", addr).Info("serving pprof")
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.G(ctx).WithError(err).WithField("address", addr).Error("pprof server failed")
+	}
+}
+
+// isLoopbackAddress reports whether addr is host:port with a loopback IP or
+// localhost as its host.
+func isLoopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

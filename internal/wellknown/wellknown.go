@@ -14,6 +14,11 @@ const (
 	ClusterLabel = Prefix + "cluster"
 	// ProviderLabel carries the configured cloud or site provider of a virtual node.
 	ProviderLabel = Prefix + "provider"
+	// InstallationLabel on a member object is the identity of the flotilla
+	// installation (the host cluster) that created it, so that two hosts
+	// sharing a member, or a cluster name, never adopt or delete each
+	// other's objects.
+	InstallationLabel = Prefix + "installation"
 	// HostUIDLabel on a member pod is the UID of the host pod it was forwarded
 	// from; it is the adoption key after a restart.
 	HostUIDLabel = Prefix + "host-uid"

@@ -1,0 +1,123 @@
+package provider
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// eventMirror reflects the events of forwarded member pods (pulled, started,
+// back-off, OOM-killed, FailedScheduling in the member, ...) onto their host
+// pods. Each member event is mirrored once per occurrence the member
+// reports, so a repeating member event becomes one host event whose count
+// grows, not a stream of copies; events older than this process are not
+// replayed after a restart.
+type eventMirror struct {
+	p           *Provider
+	broadcaster record.EventBroadcaster
+	since       time.Time
+
+	mu        sync.Mutex
+	recorders map[string]record.EventRecorder
+	mirrored  map[types.UID]int32
+}
+
+func newEventMirror(p *Provider, b record.EventBroadcaster) (*eventMirror, error) {
+	m := &eventMirror{p: p, broadcaster: b, since: p.cfg.Clock.Now().Add(-time.Second),
+		recorders: map[string]record.EventRecorder{}, mirrored: map[types.UID]int32{}}
+	informer := p.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredEventInformer(c, metav1.NamespaceAll, resync, cache.Indexers{},
+			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" })
+	})
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    m.observe,
+		UpdateFunc: func(_, cur any) { m.observe(cur) },
+		DeleteFunc: m.forget,
+	})
+	return m, err
+}
+
+func (m *eventMirror) observe(obj any) {
+	e, ok := obj.(*corev1.Event)
+	if !ok || eventTime(e).Before(m.since) {
+		return
+	}
+	count := max(e.Count, 1)
+	if e.Series != nil {
+		count = max(count, e.Series.Count)
+	}
+	m.mu.Lock()
+	if m.mirrored[e.UID] >= count {
+		m.mu.Unlock()
+		return
+	}
+	m.mirrored[e.UID] = count
+	m.mu.Unlock()
+
+	host := m.hostPodOf(e.InvolvedObject)
+	if host == nil {
+		return
+	}
+	m.recorder(e.Source.Component).Event(host, e.Type, e.Reason, e.Message)
+}
+
+func (m *eventMirror) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if e, ok := obj.(*corev1.Event); ok {
+		m.mu.Lock()
+		delete(m.mirrored, e.UID)
+		m.mu.Unlock()
+	}
+}
+
+// hostPodOf finds the host pod whose member pod the event is about, checking
+// UIDs on both sides so an event never lands on a namesake.
+func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) *corev1.Pod {
+	member, err := m.p.memberPods.Pods(ref.Namespace).Get(ref.Name)
+	if err != nil || member.UID != ref.UID || !m.p.ours(member) {
+		return nil
+	}
+	ns, name := member.Annotations[wellknown.HostNamespaceAnnotation], member.Annotations[wellknown.HostNameAnnotation]
+	host, err := m.p.cfg.HostPods.Pods(ns).Get(name)
+	if err != nil || string(host.UID) != member.Labels[wellknown.HostUIDLabel] {
+		return nil
+	}
+	return host
+}
+
+// recorder returns a recorder whose events name the member component that
+// reported them, with the cluster as their host.
+func (m *eventMirror) recorder(component string) record.EventRecorder {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recorders[component]
+	if !ok {
+		r = m.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: m.p.cfg.NodeName})
+		m.recorders[component] = r
+	}
+	return r
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
