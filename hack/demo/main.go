@@ -25,6 +25,15 @@ import (
 var members = []string{"beijing", "hangzhou", "shenzhen"}
 
 func main() {
+	// Build (or find cached) binaries before entering the private network
+	// namespace: inside it the module proxy is out of reach.
+	if !testworld.InNetns() {
+		fmt.Println("demo: building the test world's binaries (the first time takes about 10 minutes)")
+		if err := fleet.Prepare(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(testworld.RunInNetns(func() int {
 		if err := run(); err != nil {
 			fmt.Fprintln(os.Stderr, "demo:", err)
@@ -43,7 +52,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logf("building the test world's binaries (the first time takes about 10 minutes)")
 	bin, err := testworld.Binaries(ctx)
 	if err != nil {
 		return err

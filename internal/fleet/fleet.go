@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -25,13 +26,29 @@ import (
 	"flotilla.io/flotilla/internal/testworld"
 )
 
+// Prepare builds what a fleet needs while the network is still reachable —
+// the test world's binaries, and flotilla-node's modules and build cache —
+// so that BuildNode inside the world's private network namespace, where the
+// module proxy cannot be reached, only links. Call it before
+// testworld.RunInNetns enters the namespace.
+func Prepare(ctx context.Context) error {
+	if _, err := testworld.Binaries(ctx); err != nil {
+		return err
+	}
+	_, err := buildNode(ctx, os.DevNull)
+	return err
+}
+
 // BuildNode compiles cmd/flotilla-node into dir and returns the binary's path.
 func BuildNode(ctx context.Context, dir string) (string, error) {
+	return buildNode(ctx, filepath.Join(dir, "flotilla-node"))
+}
+
+func buildNode(ctx context.Context, out string) (string, error) {
 	root, err := testworld.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "flotilla-node")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/flotilla-node")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -148,7 +165,8 @@ func (f *Fleet) KubeletPort(member string) int {
 	return f.ports[member]
 }
 
-// WaitNodeReady waits until member's virtual node is registered and Ready.
+// WaitNodeReady waits until member's virtual node is registered, Ready and
+// free of the not-ready and unreachable taints.
 func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.Duration) error {
 	host := f.World.Host().Client()
 	var last string
@@ -162,6 +180,14 @@ func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.D
 		if err != nil {
 			last = err.Error()
 			return false, nil
+		}
+		// The node lifecycle controller taints a node not-ready until it has
+		// seen it Ready; pods are only placed once that taint is gone.
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady || taint.Key == corev1.TaintNodeUnreachable {
+				last = "tainted " + taint.Key
+				return false, nil
+			}
 		}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {

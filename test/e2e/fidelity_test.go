@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
@@ -300,5 +301,46 @@ func TestRestartMidBurst(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprintf("%d events", len(evs)), nil
+	})
+}
+
+// TestPodUpdatesReachMember changes what a kubelet would honour on a running
+// pod — image, labels, annotations, activeDeadlineSeconds, an added
+// toleration — and expects the member pod to follow.
+func TestPodUpdatesReachMember(t *testing.T) {
+	ns := namespace(t)
+	pod := barePod(ns, "mutable", "shenzhen")
+	if _, err := hostClient().CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	host := waitPodReady(t, ns, pod.Name)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := hostClient().CoreV1().Pods(ns).Get(t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Containers[0].Image = "busybox:1.37"
+		cur.Labels["tier"] = "edge"
+		cur.Annotations = map[string]string{"team": "payments"}
+		cur.Spec.ActiveDeadlineSeconds = ptr.To[int64](3600)
+		cur.Spec.Tolerations = append(cur.Spec.Tolerations, corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+		_, err = hostClient().CoreV1().Pods(ns).Update(t.Context(), cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "member pod updated", func(ctx context.Context) (bool, string, error) {
+		m, err := memberPodOf(ctx, host)
+		if err != nil || m == nil {
+			return false, fmt.Sprint(err), nil
+		}
+		hasGPU := false
+		for _, tol := range m.Spec.Tolerations {
+			hasGPU = hasGPU || tol.Key == "gpu"
+		}
+		ok := m.Spec.Containers[0].Image == "busybox:1.37" && m.Labels["tier"] == "edge" && m.Annotations["team"] == "payments" &&
+			m.Spec.ActiveDeadlineSeconds != nil && *m.Spec.ActiveDeadlineSeconds == 3600 && hasGPU
+		return ok, fmt.Sprintf("image %s labels %v annotations %v deadline %v gpu %v", m.Spec.Containers[0].Image, m.Labels, m.Annotations, m.Spec.ActiveDeadlineSeconds, hasGPU), nil
 	})
 }

@@ -24,6 +24,14 @@ var members = []string{"beijing", "hangzhou", "shenzhen"}
 var env *fleet.Fleet
 
 func TestMain(m *testing.M) {
+	// Build (or find cached) binaries before entering the private network
+	// namespace: inside it the module proxy is out of reach.
+	if !testworld.InNetns() {
+		if err := fleet.Prepare(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+	}
 	os.Exit(testworld.RunInNetns(func() int { return run(m) }))
 }
 

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/testworld"
@@ -163,12 +164,7 @@ func TestDeploymentAcrossMembers(t *testing.T) {
 		}
 	}
 
-	d, err := apps.Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Replicas = ptr.To[int32](0)
-	if _, err := apps.Update(t.Context(), d, metav1.UpdateOptions{}); err != nil {
+	if _, err := apps.Patch(t.Context(), "web", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 2*time.Minute, "scale to zero leaves no host or member pods", func(ctx context.Context) (bool, string, error) {
