@@ -1,0 +1,102 @@
+package nodeconfig
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"flotilla.io/flotilla/apis/config/v1alpha1"
+)
+
+const header = "apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\n"
+
+func TestParseAndValidate(t *testing.T) {
+	cases := map[string]struct {
+		yaml    string
+		wantErr []string // substrings of the error; empty means valid
+	}{
+		"kubeedge partitions": {yaml: header + `virtualClusters:
+- name: ke-beijing-cluster
+  nodeSelector: {matchLabels: {location: beijing}}
+- name: ke-hangzhou-cluster
+  nodeSelector: {matchLabels: {location: hangzhou}}
+  region: east
+`},
+		"unknown field": {yaml: header + "virtualClusters:\n- name: a\n  nodeSelecter: {}\n", wantErr: []string{`unknown field "virtualClusters[0].nodeSelecter"`}},
+		"wrong kind":    {yaml: "apiVersion: flotilla.io/v1alpha1\nkind: Pod\n", wantErr: []string{"apiVersion/kind"}},
+		"duplicate names": {yaml: header + `virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}}
+- {name: a, nodeSelector: {matchLabels: {x: "2"}}}
+`, wantErr: []string{"virtualClusters[1].name: Duplicate value", "also virtualClusters[0]"}},
+		"empty selector among several": {yaml: header + `virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}}
+- {name: b}
+`, wantErr: []string{"virtualClusters[1].nodeSelector: Required value"}},
+		"bad operator": {yaml: header + `virtualClusters:
+- {name: a, nodeSelector: {matchExpressions: [{key: x, operator: Near}]}}
+`, wantErr: []string{"virtualClusters[0].nodeSelector", "Near"}},
+		"SameName for partitions": {yaml: header + `virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}, namespaceMapping: SameName}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}}
+`, wantErr: []string{"virtualClusters[0].namespaceMapping", "use Suffix"}},
+		"bad name": {yaml: header + "virtualClusters:\n- {name: Beijing_1}\n", wantErr: []string{"virtualClusters[0].name: Invalid value"}},
+		"port clash": {yaml: header + `virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}, kubeletPort: 10251}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}}
+`, wantErr: []string{"virtualClusters[1].kubeletPort: Duplicate value"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				Default(cfg, "member", 10250)
+				err = Validate(cfg).ToAggregate()
+			}
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	whole := &v1alpha1.NodeConfig{}
+	Default(whole, "beijing", 10250)
+	if d := cmp.Diff([]v1alpha1.VirtualCluster{{Name: "beijing", NamespaceMapping: v1alpha1.SameName, KubeletPort: 10250}}, whole.VirtualClusters); d != "" {
+		t.Errorf("whole cluster (-want +got):\n%s", d)
+	}
+	cfg, err := Parse([]byte(header + `virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Default(cfg, "ignored", 10250)
+	for i, vc := range cfg.VirtualClusters {
+		if vc.NamespaceMapping != v1alpha1.Suffix || vc.KubeletPort != 10250+int32(i) {
+			t.Errorf("partition %d defaulted to %s port %d", i, vc.NamespaceMapping, vc.KubeletPort)
+		}
+	}
+	if !Selector(cfg.VirtualClusters[0]).Matches(labelSet{"x": "1"}) || Selector(cfg.VirtualClusters[0]).Matches(labelSet{"x": "2"}) {
+		t.Error("selector does not select its partition")
+	}
+}
+
+type labelSet map[string]string
+
+func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
+func (l labelSet) Get(k string) string            { return l[k] }
+func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
