@@ -73,6 +73,9 @@ type Config struct {
 	Clock           clock.Clock
 	// StatusWorkers is how many goroutines push status to the host.
 	StatusWorkers int
+	// HostInformers is the host's shared informer factory; the provider
+	// registers the informers it needs (namespaces, ...) and never starts it.
+	HostInformers informers.SharedInformerFactory
 	// Events, when set, is used to mirror the events of member pods onto
 	// their host pods under the member component's name.
 	Events record.EventBroadcaster
@@ -97,16 +100,16 @@ type Provider struct {
 	// observed, so that a member pod disappearing can be told apart from one
 	// that was not created yet.
 	seen sync.Map
-	// namespaces caches member namespaces known to exist.
-	namespaces sync.Map
+	// ns owns the member namespaces forwarded pods land in.
+	ns *namespaceMirror
 }
 
 // New returns a provider whose Run must be called, and the member informers
 // started, before it is useful.
 func New(cfg Config) (*Provider, error) {
 	if cfg.NodeName == "" || cfg.Installation == "" || cfg.HostPods == nil || cfg.HostClient == nil || cfg.Recorder == nil ||
-		cfg.MemberClient == nil || cfg.MemberInformers == nil {
-		return nil, errors.New("provider: NodeName, Installation, HostPods, HostClient, Recorder, MemberClient and MemberInformers are required")
+		cfg.MemberClient == nil || cfg.MemberInformers == nil || cfg.HostInformers == nil {
+		return nil, errors.New("provider: NodeName, Installation, HostPods, HostClient, Recorder, MemberClient, MemberInformers and HostInformers are required")
 	}
 	if cfg.Namespace == nil {
 		cfg.Namespace = SameName
@@ -143,6 +146,9 @@ func New(cfg Config) (*Provider, error) {
 		if _, err := newEventMirror(p, cfg.Events); err != nil {
 			return nil, fmt.Errorf("watch member events: %w", err)
 		}
+	}
+	if p.ns, err = newNamespaceMirror(p); err != nil {
+		return nil, fmt.Errorf("watch namespaces: %w", err)
 	}
 	return p, nil
 }
@@ -212,6 +218,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 		wg.Go(func() { runQueue(ctx, p.statusQueue, p.syncStatus) })
 	}
 	wg.Go(func() { runQueue(ctx, p.retryQueue, p.retryForward) })
+	wg.Go(func() { p.ns.run(ctx) })
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
@@ -379,7 +386,7 @@ func (p *Provider) retryForward(ctx context.Context, key string) error {
 
 func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
 	t := p.target(pod.Namespace)
-	if err := p.ensureNamespace(ctx, t.Namespace, pod.Namespace); err != nil {
+	if err := p.ns.ensure(ctx, t.Namespace, pod.Namespace); err != nil {
 		return err
 	}
 	_, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, ToMember(pod, t), metav1.CreateOptions{})
@@ -421,32 +428,6 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 		}
 	}
 	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
-}
-
-func (p *Provider) ensureNamespace(ctx context.Context, memberNS, hostNS string) error {
-	if _, ok := p.namespaces.Load(memberNS); ok {
-		return nil
-	}
-	nsClient := p.cfg.MemberClient.CoreV1().Namespaces()
-	ns, err := nsClient.Get(ctx, memberNS, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		ns, err = nsClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name:        memberNS,
-			Labels:      map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue},
-			Annotations: map[string]string{wellknown.HostNamespaceAnnotation: hostNS},
-		}}, metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("namespace %s appeared while creating it: %w", memberNS, errRetry)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, p.cfg.NodeName, err)
-	}
-	if ns.Status.Phase == corev1.NamespaceTerminating {
-		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, p.cfg.NodeName, errRetry)
-	}
-	p.namespaces.Store(memberNS, struct{}{})
-	return nil
 }
 
 // transient reports whether err may go away by itself.

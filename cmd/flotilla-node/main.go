@@ -188,6 +188,11 @@ func run() error {
 	memberInformers := informers.NewSharedInformerFactoryWithOptions(memberClient, 0,
 		informers.WithTransform(stripManagedFields))
 
+	// Host namespaces (and later the objects pods depend on) are watched
+	// through one host factory.
+	hostInformers := informers.NewSharedInformerFactoryWithOptions(hostClient, 0,
+		informers.WithTransform(stripManagedFields))
+
 	nodeProvider, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:           o.clusterName,
@@ -226,6 +231,7 @@ func run() error {
 			MemberInformers: memberInformers,
 			StatusWorkers:   o.statusWorkers,
 			Events:          broadcaster,
+			HostInformers:   hostInformers,
 		})
 		return podProvider, nodeProvider, err
 	}
@@ -272,6 +278,7 @@ func run() error {
 	// The provider registered further member informers (events, ...) while
 	// the node was being set up; Start only starts those not running yet.
 	memberInformers.Start(ctx.Done())
+	hostInformers.Start(ctx.Done())
 	go nodeProvider.Run(ctx)
 	go podProvider.Run(ctx, vk.PodController().Ready())
 	log.G(ctx).WithField("nodeIP", nodeIP).WithField("port", o.listenPort).Info("starting virtual node")

@@ -1,0 +1,168 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// namespaceMirror owns the member namespaces that forwarded pods land in.
+// A mapped namespace is created on first use with the host namespace's
+// labels and annotations, kept in step with them, and deleted when the host
+// namespace is deleted — but only if flotilla created it: an existing
+// namespace (default, or one an administrator made) is used and never
+// modified or deleted.
+type namespaceMirror struct {
+	p        *Provider
+	hostNS   corev1listers.NamespaceLister
+	memberNS corev1listers.NamespaceLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+}
+
+func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
+	host := p.cfg.HostInformers.Core().V1().Namespaces()
+	member := p.cfg.MemberInformers.Core().V1().Namespaces()
+	m := &namespaceMirror{
+		p: p, hostNS: host.Lister(), memberNS: member.Lister(),
+		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespaces"}),
+	}
+	enqueueHost := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			m.queue.Add(key)
+		}
+	}
+	if _, err := host.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueHost, UpdateFunc: func(_, cur any) { enqueueHost(cur) }, DeleteFunc: enqueueHost,
+	}); err != nil {
+		return nil, err
+	}
+	// A member namespace we created whose host namespace is gone (deleted
+	// while flotilla-node was down) is found again from the member side.
+	enqueueMember := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if ns, ok := obj.(*corev1.Namespace); ok && m.ours(ns) {
+			m.queue.Add(ns.Annotations[wellknown.HostNamespaceAnnotation])
+		}
+	}
+	if _, err := member.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueMember, UpdateFunc: func(_, cur any) { enqueueMember(cur) },
+	}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// ours reports whether this virtual node of this installation created ns.
+func (m *namespaceMirror) ours(ns *corev1.Namespace) bool {
+	return m.p.ours(ns) && ns.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue
+}
+
+// desired is the member namespace for a host namespace.
+func (m *namespaceMirror) desired(memberNS string, host *corev1.Namespace, hostName string) *corev1.Namespace {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memberNS, Labels: map[string]string{}, Annotations: map[string]string{}}}
+	if host != nil {
+		maps.Copy(ns.Labels, host.Labels)
+		maps.Copy(ns.Annotations, host.Annotations)
+		// The apiserver owns this label and sets it to the namespace's own name.
+		delete(ns.Labels, corev1.LabelMetadataName)
+	}
+	ns.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	ns.Labels[wellknown.ClusterLabel] = m.p.cfg.NodeName
+	ns.Labels[wellknown.InstallationLabel] = m.p.cfg.Installation
+	ns.Annotations[wellknown.HostNamespaceAnnotation] = hostName
+	return ns
+}
+
+// ensure makes sure the member namespace for hostNS exists and is usable.
+func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) error {
+	if ns, err := m.memberNS.Get(memberNS); err == nil && ns.Status.Phase != corev1.NamespaceTerminating {
+		return nil
+	}
+	client := m.p.cfg.MemberClient.CoreV1().Namespaces()
+	ns, err := client.Get(ctx, memberNS, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		host, _ := m.hostNS.Get(hostNS)
+		ns, err = client.Create(ctx, m.desired(memberNS, host, hostNS), metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("namespace %s appeared while creating it: %w", memberNS, errRetry)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, m.p.cfg.NodeName, err)
+	}
+	if ns.Status.Phase == corev1.NamespaceTerminating {
+		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, m.p.cfg.NodeName, errRetry)
+	}
+	return nil
+}
+
+func (m *namespaceMirror) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		m.queue.ShutDown()
+	}()
+	// Until both caches are complete a namespace could look deleted in the
+	// host and its member copy, with every pod in it, would be deleted.
+	if !cache.WaitForCacheSync(ctx.Done(), m.synced...) {
+		return
+	}
+	runQueue(ctx, m.queue, m.sync)
+}
+
+// sync brings the member namespace of one host namespace in line with it.
+func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
+	memberName := m.p.cfg.Namespace(hostName)
+	member, err := m.memberNS.Get(memberName)
+	if apierrors.IsNotFound(err) {
+		return nil // created on first use
+	}
+	if err != nil {
+		return err
+	}
+	if !m.ours(member) || member.Annotations[wellknown.HostNamespaceAnnotation] != hostName {
+		return nil
+	}
+	host, err := m.hostNS.Get(hostName)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	client := m.p.cfg.MemberClient.CoreV1().Namespaces()
+	if host == nil || host.DeletionTimestamp != nil {
+		if member.DeletionTimestamp != nil {
+			return nil
+		}
+		err := client.Delete(ctx, memberName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(member.UID))})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		if err == nil {
+			log.G(ctx).WithField("namespace", memberName).Info("deleted member namespace of a deleted host namespace")
+		}
+		return err
+	}
+	want := m.desired(memberName, host, hostName)
+	want.Labels[corev1.LabelMetadataName] = memberName
+	if equality.Semantic.DeepEqual(want.Labels, member.Labels) && equality.Semantic.DeepEqual(want.Annotations, member.Annotations) {
+		return nil
+	}
+	upd := member.DeepCopy()
+	upd.Labels, upd.Annotations = want.Labels, want.Annotations
+	_, err = client.Update(ctx, upd, metav1.UpdateOptions{})
+	return err
+}
