@@ -102,6 +102,8 @@ type Provider struct {
 	seen sync.Map
 	// ns owns the member namespaces forwarded pods land in.
 	ns *namespaceMirror
+	// svc mirrors the Services that select forwarded pods.
+	svc *serviceMirror
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -134,9 +136,9 @@ func New(cfg Config) (*Provider, error) {
 	_, err := cfg.MemberInformers.Core().V1().Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: p.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
-			AddFunc:    p.memberPodChanged,
+			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 			UpdateFunc: func(_, cur any) { p.memberPodChanged(cur) },
-			DeleteFunc: p.memberPodChanged,
+			DeleteFunc: func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 		},
 	})
 	if err != nil {
@@ -149,6 +151,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if p.ns, err = newNamespaceMirror(p); err != nil {
 		return nil, fmt.Errorf("watch namespaces: %w", err)
+	}
+	if p.svc, err = newServiceMirror(p); err != nil {
+		return nil, fmt.Errorf("watch services: %w", err)
 	}
 	return p, nil
 }
@@ -191,6 +196,17 @@ func (p *Provider) memberPodChanged(obj any) {
 	p.statusQueue.Add(ns + "/" + name)
 }
 
+// memberPodCameOrWent lets the Services of the pod's host namespace follow
+// the pods: a member Service exists while matching pods run there.
+func (p *Provider) memberPodCameOrWent(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, ok := obj.(*corev1.Pod); ok && p.svc != nil {
+		p.svc.podChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
+	}
+}
+
 // NotifyPods registers virtual-kubelet's status callback.
 func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 	p.notifyOnce.Do(func() {
@@ -219,6 +235,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	}
 	wg.Go(func() { runQueue(ctx, p.retryQueue, p.retryForward) })
 	wg.Go(func() { p.ns.run(ctx) })
+	wg.Go(func() { p.svc.run(ctx) })
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
@@ -478,6 +495,9 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 			return nil
 		}
 		_, err = pods.Update(ctx, upd, metav1.UpdateOptions{})
+		if err == nil {
+			p.svc.podChanged(pod.Namespace) // labels may now match other Services
+		}
 		return err
 	})
 }

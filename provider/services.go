@@ -1,0 +1,230 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Event reasons on host Services.
+const (
+	EventServiceCollision = "ServiceCollision"
+)
+
+// serviceMirror makes Services follow the workloads: a host Service whose
+// selector matches pods forwarded by this virtual node is mirrored into the
+// member namespace those pods run in, so that clients inside the member
+// reach them by the usual name; it is kept updated and removed with the last
+// such pod. The member allocates its own cluster IP and node ports.
+type serviceMirror struct {
+	p        *Provider
+	host     corev1listers.ServiceLister
+	member   corev1listers.ServiceLister
+	synced   []cache.InformerSynced
+	queue    workqueue.TypedRateLimitingInterface[string]
+	hostPods corev1listers.PodLister
+}
+
+func newServiceMirror(p *Provider) (*serviceMirror, error) {
+	host := p.cfg.HostInformers.Core().V1().Services()
+	member := p.cfg.MemberInformers.Core().V1().Services()
+	m := &serviceMirror{
+		p: p, host: host.Lister(), member: member.Lister(), hostPods: p.cfg.HostPods,
+		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "services"}),
+	}
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			m.queue.Add(key)
+		}
+	}
+	if _, err := host.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
+	}); err != nil {
+		return nil, err
+	}
+	onMember := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if s, ok := obj.(*corev1.Service); ok && p.ours(s) {
+			m.queue.Add(s.Annotations[wellknown.HostNamespaceAnnotation] + "/" + s.Annotations[wellknown.HostNameAnnotation])
+		}
+	}
+	if _, err := member.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onMember, UpdateFunc: func(_, cur any) { onMember(cur) }, DeleteFunc: onMember,
+	}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// podChanged re-evaluates the Services of a namespace whose forwarded pods
+// changed (appeared, were relabelled or went away).
+func (m *serviceMirror) podChanged(namespace string) {
+	svcs, err := m.host.Services(namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, s := range svcs {
+		m.queue.Add(s.Namespace + "/" + s.Name)
+	}
+}
+
+func (m *serviceMirror) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		m.queue.ShutDown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), m.synced...) {
+		return
+	}
+	runQueue(ctx, m.queue, m.sync)
+}
+
+// wanted reports whether any pod this virtual node runs matches the host
+// Service's selector.
+func (m *serviceMirror) wanted(svc *corev1.Service) (bool, error) {
+	if svc == nil || svc.DeletionTimestamp != nil || len(svc.Spec.Selector) == 0 {
+		return false, nil
+	}
+	pods, err := m.hostPods.Pods(svc.Namespace).List(labels.SelectorFromSet(svc.Spec.Selector))
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName == m.p.cfg.NodeName && p.DeletionTimestamp == nil && !terminal(p) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (m *serviceMirror) sync(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	hostSvc, err := m.host.Services(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		hostSvc = nil
+	} else if err != nil {
+		return err
+	}
+	want, err := m.wanted(hostSvc)
+	if err != nil {
+		return err
+	}
+	t := m.p.target(ns)
+	client := m.p.cfg.MemberClient.CoreV1().Services(t.Namespace)
+	cur, err := m.member.Services(t.Namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		cur = nil
+	} else if err != nil {
+		return err
+	}
+	if cur != nil && !m.p.ours(cur) {
+		if want {
+			m.p.cfg.Recorder.Eventf(hostSvc, corev1.EventTypeWarning, EventServiceCollision,
+				"Service %s/%s already exists in cluster %s and is not managed by flotilla; it was left alone", t.Namespace, name, t.Cluster)
+		}
+		return nil
+	}
+	if !want {
+		if cur == nil || cur.DeletionTimestamp != nil {
+			return nil
+		}
+		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	desired := MemberService(hostSvc, t)
+	if cur == nil {
+		if err := m.p.ns.ensure(ctx, t.Namespace, ns); err != nil {
+			return err
+		}
+		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
+		if err == nil {
+			log.G(ctx).WithField("service", key).WithField("cluster", t.Cluster).Debug("mirrored service")
+		}
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("service %s/%s appeared in cluster %s: %w", t.Namespace, name, t.Cluster, errRetry)
+		}
+		return err
+	}
+	upd := cur.DeepCopy()
+	if !applyService(upd, desired) {
+		return nil
+	}
+	_, err = client.Update(ctx, upd, metav1.UpdateOptions{})
+	return err
+}
+
+// MemberService is the member copy of a host Service: same name, selector
+// and ports in the mapped namespace, with flotilla's identity, and without
+// what the member allocates itself (cluster IPs, node ports) — except that a
+// headless Service stays headless.
+func MemberService(host *corev1.Service, t Target) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: host.Name, Namespace: t.Namespace,
+			Labels: maps.Clone(host.Labels), Annotations: maps.Clone(host.Annotations),
+		},
+		Spec: *host.Spec.DeepCopy(),
+	}
+	if s.Labels == nil {
+		s.Labels = map[string]string{}
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Labels[wellknown.ClusterLabel] = t.Cluster
+	s.Labels[wellknown.InstallationLabel] = t.Installation
+	s.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
+	s.Annotations[wellknown.HostNamespaceAnnotation] = host.Namespace
+	s.Annotations[wellknown.HostNameAnnotation] = host.Name
+	headless := host.Spec.ClusterIP == corev1.ClusterIPNone
+	s.Spec.ClusterIP, s.Spec.ClusterIPs = "", nil
+	if headless {
+		s.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	s.Spec.HealthCheckNodePort = 0
+	for i := range s.Spec.Ports {
+		s.Spec.Ports[i].NodePort = 0
+	}
+	return s
+}
+
+// applyService copies the fields a Service owner may change into cur and
+// reports whether anything changed; what the member allocated stays.
+func applyService(cur, want *corev1.Service) bool {
+	before := cur.DeepCopy()
+	cur.Labels, cur.Annotations = want.Labels, want.Annotations
+	cur.Spec.Selector = want.Spec.Selector
+	cur.Spec.Type = want.Spec.Type
+	cur.Spec.SessionAffinity = want.Spec.SessionAffinity
+	cur.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
+	for i, p := range want.Spec.Ports {
+		ports[i] = p
+		for _, c := range cur.Spec.Ports {
+			if c.Name == p.Name && c.Protocol == p.Protocol {
+				ports[i].NodePort = c.NodePort
+			}
+		}
+	}
+	cur.Spec.Ports = ports
+	return !equality.Semantic.DeepEqual(before, cur)
+}
