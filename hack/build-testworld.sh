@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds the test world's binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd, kwok) from the Go module proxy at pinned
-# versions into a cache keyed by version, and skips whatever is already there.
-# Prints the bin directory of each component on stdout as NAME=DIR lines,
-# and kwok's stage directory as KWOK_STAGES=DIR.
+# kube-scheduler, kubectl, etcd, kwok, metrics-server) from the Go module proxy
+# at pinned versions into a cache keyed by version, and skips whatever is
+# already there. Prints the bin directory of each component on stdout as
+# NAME=DIR lines, and kwok's stage directory as KWOK_STAGES=DIR.
 set -euo pipefail
 
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
+METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
 CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/testworld"
 
 log() { echo "build-testworld: $*" >&2; }
@@ -123,16 +124,21 @@ build_etcd() {
   echo "ETCD_BIN=$out/bin"
 }
 
-# KWOK_STAGES lists the stage files kwok needs: without any stage it exits
-# with "no stages found". These are the files of kwok's own "fast" stage set
-# (kustomize/stage/fast), taken from the module cache so that none of kwok's
-# files live in this repository.
+# KWOK_STAGES lists the configuration files kwok needs: without any stage it
+# exits with "no stages found". These are the files of kwok's own "fast" stage
+# set (kustomize/stage/fast), plus its simulation of the kubelet's
+# /metrics/resource (a Metric) fed by per-pod usage annotations (a
+# ClusterResourceUsage: kwok.x-k8s.io/usage-cpu and -memory, default 1m and
+# 1Mi), which metrics-server scrapes. They are taken from the module cache so
+# that none of kwok's files live in this repository.
 KWOK_STAGES=(
-  node/fast/node-initialize.yaml
-  node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
-  pod/fast/pod-ready.yaml
-  pod/fast/pod-complete.yaml
-  pod/fast/pod-delete.yaml
+  stage/node/fast/node-initialize.yaml
+  stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  stage/pod/fast/pod-ready.yaml
+  stage/pod/fast/pod-complete.yaml
+  stage/pod/fast/pod-delete.yaml
+  metrics/resource/metrics-resource.yaml
+  metrics/usage/usage-from-annotation.yaml
 )
 
 build_kwok() {
@@ -152,13 +158,31 @@ build_kwok() {
     src="$(cd "$work" && go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')"
     [[ -n "$src" ]] || { log "cannot find sigs.k8s.io/kwok@$KWOK_VERSION in the module cache"; return 1; }
     mkdir -p "$out/stages.tmp"
-    for s in "${KWOK_STAGES[@]}"; do install -m 0644 "$src/kustomize/stage/$s" "$out/stages.tmp/"; done
+    for s in "${KWOK_STAGES[@]}"; do install -m 0644 "$src/kustomize/$s" "$out/stages.tmp/"; done
     rm -rf "$out/stages" && mv "$out/stages.tmp" "$out/stages"
   fi
   echo "KWOK_BIN=$out/bin"
   echo "KWOK_STAGES=$out/stages"
 }
 
+# metrics-server serves the metrics.k8s.io API (kubectl top) by scraping the
+# kubelets' /metrics/resource: kwok's in members, flotilla's virtual nodes in
+# the host.
+build_metrics_server() {
+  local out="$CACHE/metrics-server-$METRICS_SERVER_VERSION"
+  if [[ ! -x "$out/bin/metrics-server" ]]; then
+    log "building metrics-server $METRICS_SERVER_VERSION"
+    # A directory of its own: test binaries run this script concurrently.
+    local tmp; mkdir -p "$out"; tmp="$(mktemp -d "$out/bin.XXXXXX")"
+    GOBIN="$tmp" go install -trimpath \
+      -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=$METRICS_SERVER_VERSION" \
+      "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" >&2
+    rm -rf "$out/bin" && mv "$tmp" "$out/bin"
+  fi
+  echo "METRICS_SERVER_BIN=$out/bin"
+}
+
 build_etcd
 build_kwok
+build_metrics_server
 build_kubernetes

@@ -73,12 +73,26 @@ type Fleet struct {
 // HostIdentity is the user flotilla-node for member acts as in the host.
 func HostIdentity(member string) string { return "flotilla-node:" + member }
 
+// ServingCertName is the name (CN and DNS name) in the serving certificate
+// of member's virtual node, issued by the host CA.
+func ServingCertName(member string) string { return "flotilla-node-" + member }
+
 // MemberIdentity is the user flotilla-node acts as in its member.
 const MemberIdentity = "flotilla-node"
 
 // Deploy grants flotilla its roles in every cluster of w, starts a
 // flotilla-node per member and waits until all virtual nodes are Ready.
 func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArgs ...string) (*Fleet, error) {
+	var all []string
+	for _, m := range w.Members() {
+		all = append(all, m.Name)
+	}
+	return DeployOnly(ctx, w, nodeBinary, all, extraArgs...)
+}
+
+// DeployOnly is Deploy starting flotilla-node for the named members only;
+// the others get their roles and can be started later with StartNode.
+func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, members []string, extraArgs ...string) (*Fleet, error) {
 	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs,
 		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
 	host := w.Host().Client()
@@ -96,13 +110,13 @@ func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArg
 			return nil, fmt.Errorf("member binding in %s: %w", m.Name, err)
 		}
 	}
-	for _, m := range w.Members() {
-		if _, err := f.StartNode(m.Name); err != nil {
+	for _, m := range members {
+		if _, err := f.StartNode(m); err != nil {
 			return nil, err
 		}
 	}
-	for _, m := range w.Members() {
-		if err := f.WaitNodeReady(ctx, m.Name, 2*time.Minute); err != nil {
+	for _, m := range members {
+		if err := f.WaitNodeReady(ctx, m, 2*time.Minute); err != nil {
 			return nil, err
 		}
 	}
@@ -124,11 +138,17 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 	if err != nil {
 		return nil, err
 	}
+	// The host apiserver verifies kubelet endpoints against the host CA
+	// (--kubelet-certificate-authority), as does the host's metrics-server.
+	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(member), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
+	if err != nil {
+		return nil, err
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	port, ok := f.ports[member]
 	if !ok {
-		if port, err = freePort(); err != nil {
+		if port, err = f.World.FreePort(); err != nil {
 			return nil, err
 		}
 		f.ports[member] = port
@@ -139,6 +159,8 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--member-kubeconfig=" + memberKC,
 		"--node-ip=" + testworld.AdvertiseIP,
 		"--kubelet-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + certFile,
+		"--tls-private-key-file=" + keyFile,
 		"--client-ca-file=" + f.World.Host().CAFile,
 		"--member-health-interval=1s",
 	}
@@ -168,6 +190,12 @@ func (f *Fleet) KubeletPort(member string) int {
 // WaitNodeReady waits until member's virtual node is registered, Ready and
 // free of the not-ready and unreachable taints.
 func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.Duration) error {
+	return f.WaitVirtualNodeReady(ctx, member, member, timeout)
+}
+
+// WaitVirtualNodeReady is WaitNodeReady for a virtual node of member with a
+// name of its own (a label partition).
+func (f *Fleet) WaitVirtualNodeReady(ctx context.Context, member, nodeName string, timeout time.Duration) error {
 	host := f.World.Host().Client()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
@@ -176,7 +204,7 @@ func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.D
 				return false, fmt.Errorf("flotilla-node for %s exited: %v\n%s", member, err, p.LogTail(30))
 			}
 		}
-		n, err := host.CoreV1().Nodes().Get(ctx, member, metav1.GetOptions{})
+		n, err := host.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
 		if err != nil {
 			last = err.Error()
 			return false, nil
@@ -202,7 +230,7 @@ func (f *Fleet) WaitNodeReady(ctx context.Context, member string, timeout time.D
 		if p := f.Node(member); p != nil {
 			tail = p.LogTail(30)
 		}
-		return fmt.Errorf("virtual node %s not Ready (last: %s): %w\n%s", member, last, err, tail)
+		return fmt.Errorf("virtual node %s not Ready (last: %s): %w\n%s", nodeName, last, err, tail)
 	}
 	return nil
 }
@@ -235,13 +263,4 @@ func safeName(s string) string {
 		}
 	}
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

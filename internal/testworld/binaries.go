@@ -26,6 +26,8 @@ type Bin struct {
 	Kubectl               string
 	Etcd                  string
 	Kwok                  string
+	// MetricsServer serves metrics.k8s.io (see World.StartMetricsServers).
+	MetricsServer string
 	// KwokStages is the directory holding the kwok Stage YAML files that
 	// drive the fake nodes and pods; kwok does nothing without stages.
 	KwokStages string
@@ -59,7 +61,7 @@ func Binaries(ctx context.Context) (Bin, error) {
 			dirs[name] = dir
 		}
 	}
-	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES"} {
+	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN"} {
 		if dirs[name] == "" {
 			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
 		}
@@ -71,6 +73,7 @@ func Binaries(ctx context.Context) (Bin, error) {
 		Kubectl:               filepath.Join(dirs["KUBERNETES_BIN"], "kubectl"),
 		Etcd:                  filepath.Join(dirs["ETCD_BIN"], "etcd"),
 		Kwok:                  filepath.Join(dirs["KWOK_BIN"], "kwok"),
+		MetricsServer:         filepath.Join(dirs["METRICS_SERVER_BIN"], "metrics-server"),
 		KwokStages:            dirs["KWOK_STAGES"],
 	}
 	if err := b.validate(); err != nil {

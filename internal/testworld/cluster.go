@@ -252,7 +252,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if len(c.nodes) > 0 {
-		if err := c.startComponent(ComponentKwok, c.bin.Kwok, c.kwokArgs()); err != nil {
+		args, err := c.kwokArgs()
+		if err != nil {
+			return err
+		}
+		if err := c.startComponent(ComponentKwok, c.bin.Kwok, args); err != nil {
 			return err
 		}
 		if err := c.createNodes(ctx); err != nil {

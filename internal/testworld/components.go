@@ -64,6 +64,10 @@ func (c *Cluster) apiserverArgs() []string {
 		// virtual kubelet) at its InternalIP with this identity.
 		"--kubelet-client-certificate=" + p.kubeletClientCert,
 		"--kubelet-client-key=" + p.kubeletClientKey,
+		// ... and verifies the kubelet's serving certificate against the
+		// cluster CA, which signed kwok's and signs virtual nodes' (see
+		// IssueServingCert): logs and exec never go to an unverified peer.
+		"--kubelet-certificate-authority=" + p.ca.CertFile,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--profiling=false",
 		// Otherwise a SIGTERM waits for the HTTP server's shutdown, which

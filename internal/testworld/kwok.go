@@ -34,12 +34,23 @@ const (
 	kwokNodeLabelValue = "kwok"
 )
 
+// resourceMetricsPathAnnotation tells metrics-server where a node's kubelet
+// serves /metrics/resource: kwok serves every fake node's on one port, under
+// a path naming the node.
+const resourceMetricsPathAnnotation = "metrics.k8s.io/resource-metrics-path"
+
 // kwokLeaseSeconds enables node leases: the node-heartbeat-with-lease stage
 // refreshes node status only every ten minutes or so and relies on leases to
 // keep the node-lifecycle controller from marking nodes NotReady.
 const kwokLeaseSeconds = 40
 
-func (c *Cluster) kwokArgs() []string {
+// kwokArgs writes kwok's resources (see kwokresources.go) and returns its
+// command line.
+func (c *Cluster) kwokArgs() ([]string, error) {
+	resources, err := c.writeKwokResources()
+	if err != nil {
+		return nil, err
+	}
 	args := []string{
 		"--kubeconfig=" + c.KubeconfigPath,
 		"--manage-all-nodes=false",
@@ -57,7 +68,8 @@ func (c *Cluster) kwokArgs() []string {
 	for _, f := range c.kwokStages {
 		args = append(args, "--config="+f)
 	}
-	return args
+	args = append(args, "--config="+resources)
+	return args, nil
 }
 
 // defaultAllocatable is what a fake node offers unless its NodeSpec says
@@ -71,7 +83,7 @@ func defaultAllocatable() corev1.ResourceList {
 }
 
 // fakeNode returns the Node object for spec. Its status carries the
-// resources, which kwok's node-initialize stage keeps.
+// resources and addresses, which kwok's node-initialize stage keeps.
 func fakeNode(spec NodeSpec) *corev1.Node {
 	labels := map[string]string{
 		kwokNodeLabel:          kwokNodeLabelValue,
@@ -88,11 +100,27 @@ func fakeNode(spec NodeSpec) *corev1.Node {
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        spec.Name,
-			Labels:      labels,
-			Annotations: map[string]string{kwokNodeAnnotation: kwokNodeValue},
+			Name:   spec.Name,
+			Labels: labels,
+			Annotations: map[string]string{
+				kwokNodeAnnotation:            kwokNodeValue,
+				resourceMetricsPathAnnotation: "/metrics/nodes/" + spec.Name + "/metrics/resource",
+			},
 		},
-		Status: corev1.NodeStatus{Allocatable: res, Capacity: res.DeepCopy()},
+		Status: corev1.NodeStatus{
+			Allocatable: res,
+			Capacity:    res.DeepCopy(),
+			// Both addresses from the start: kwok's node-initialize stage,
+			// which runs again whenever the node is not Ready (after its
+			// member's apiserver was down, say), writes an empty address
+			// list over a node that lacks either of them, and an apiserver
+			// cannot reach a kubelet without an address (no logs, exec,
+			// metrics).
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: AdvertiseIP},
+				{Type: corev1.NodeHostName, Address: spec.Name},
+			},
+		},
 	}
 }
 

@@ -67,6 +67,7 @@ type World struct {
 	logf      func(string, ...any)
 	host      *Cluster
 	members   []*Cluster
+	ports     *portAllocator
 
 	mu      sync.Mutex
 	extra   []*Process
@@ -172,6 +173,7 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 	defer cancel()
 	ports := newPortAllocator()
+	w.ports = ports
 	params := func(name string, index int, nodes []NodeSpec) clusterParams {
 		return clusterParams{
 			name: name, index: index, nodes: nodes, worldDir: w.dir, bin: bin, kwokStages: stages,
@@ -314,6 +316,11 @@ func (w *World) StartProcess(name, path string, args ...string) (*Process, error
 	w.extra = append(w.extra, p)
 	return p, nil
 }
+
+// FreePort returns a port for an extra process (a kubelet endpoint, say),
+// distinct from every port the world hands out and below the kernel's
+// ephemeral range, so no outgoing connection can be holding it.
+func (w *World) FreePort() (int, error) { return w.ports.allocate() }
 
 // Stop stops every process of the world, extra processes first, then all
 // clusters in parallel, and removes a temporary directory unless it is to
