@@ -26,19 +26,20 @@ func Eligible(n *corev1.Node, selector labels.Selector) bool {
 	return false
 }
 
-// Forwarded reports whether a member pod was created by flotilla. The host
-// scheduler already accounts for such pods on their virtual node, so they must
-// not be subtracted from its capacity a second time.
-func Forwarded(p *corev1.Pod) bool {
-	_, ok := p.Labels[wellknown.ClusterLabel]
-	return ok
+// ForwardedBy reports whether a member pod was forwarded by the virtual node
+// name of the given installation. The host scheduler already accounts for
+// such pods on that virtual node, so they must not be subtracted from its
+// capacity a second time; pods of any other origin (the member's own,
+// another installation's, another partition's) are.
+func ForwardedBy(p *corev1.Pod, name, installation string) bool {
+	return p.Labels[wellknown.ClusterLabel] == name && p.Labels[wellknown.InstallationLabel] == installation
 }
 
 // Allocatable is what the host scheduler may place on the virtual node: the
 // sum of the allocatable resources of the eligible member nodes, minus the
 // requests of the pods bound to them that flotilla did not forward. Each
 // such pod also uses up one unit of the "pods" resource. Nothing goes below zero.
-func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector) corev1.ResourceList {
+func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	eligible := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -53,7 +54,7 @@ func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selec
 		}
 	}
 	for _, p := range pods {
-		if !eligible[p.Spec.NodeName] || Forwarded(p) || terminal(p) {
+		if !eligible[p.Spec.NodeName] || forwarded(p) || terminal(p) {
 			continue
 		}
 		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {

@@ -23,6 +23,8 @@ const (
 type Config struct {
 	// Name is the virtual node's name, which is also its cluster name.
 	Name string
+	// Installation identifies the host cluster (see wellknown.InstallationLabel).
+	Installation string
 	// Selector picks the member nodes this virtual node stands for; nil means all.
 	Selector labels.Selector
 	// Labels are extra labels for the virtual node.
@@ -77,7 +79,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	if taints == nil {
 		taints = DefaultTaints()
 	}
-	alloc := Allocatable(snap.Nodes, snap.Pods, cfg.Selector)
+	alloc := Allocatable(snap.Nodes, snap.Pods, cfg.Selector, func(p *corev1.Pod) bool {
+		return ForwardedBy(p, cfg.Name, cfg.Installation)
+	})
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,

@@ -45,6 +45,7 @@ func mkPod(name, node, cpu, mem string, forwarded bool, phase corev1.PodPhase) *
 	}
 	if forwarded {
 		p.Labels[wellknown.ClusterLabel] = "beijing"
+		p.Labels[wellknown.InstallationLabel] = "host-1"
 	}
 	return p
 }
@@ -71,6 +72,15 @@ func TestAllocatable(t *testing.T) {
 			},
 			want: map[corev1.ResourceName]string{"cpu": "3500m", "memory": "7Gi", "pods": "109"},
 		},
+		"pods another installation forwarded count against us": {
+			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110")},
+			pods: []*corev1.Pod{func() *corev1.Pod {
+				p := mkPod("theirs", "a", "1", "1Gi", true, corev1.PodRunning)
+				p.Labels[wellknown.InstallationLabel] = "other-host"
+				return p
+			}()},
+			want: map[corev1.ResourceName]string{"cpu": "3", "memory": "7Gi", "pods": "109"},
+		},
 		"partition selector": {
 			nodes:    []*corev1.Node{mkNode("a", "4", "8Gi", "110", label("location", "beijing")), mkNode("b", "2", "4Gi", "110", label("location", "hangzhou"))},
 			selector: labels.SelectorFromSet(labels.Set{"location": "beijing"}),
@@ -88,7 +98,7 @@ func TestAllocatable(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Allocatable(tc.nodes, tc.pods, tc.selector)
+			got := Allocatable(tc.nodes, tc.pods, tc.selector, func(p *corev1.Pod) bool { return ForwardedBy(p, "beijing", "host-1") })
 			gotS := map[corev1.ResourceName]string{}
 			for k, q := range got {
 				if q.IsZero() {

@@ -70,15 +70,19 @@ type Config struct {
 	// registers its pod informer and never starts the factory itself.
 	MemberInformers informers.SharedInformerFactory
 	Namespace       NamespaceMapper
-	Clock           clock.Clock
+	// Partition, for a virtual cluster that is a label partition of its
+	// member, selects the member nodes its pods may run on (see Confine).
+	Partition *metav1.LabelSelector
+	Clock     clock.Clock
 	// StatusWorkers is how many goroutines push status to the host.
 	StatusWorkers int
-	// HostInformers is the host's shared informer factory; the provider
-	// registers the informers it needs (namespaces, ...) and never starts it.
-	HostInformers informers.SharedInformerFactory
 	// Events, when set, is used to mirror the events of member pods onto
 	// their host pods under the member component's name.
 	Events record.EventBroadcaster
+	// HostInformers is the host's shared informer factory; the provider
+	// registers Secret, ConfigMap and ServiceAccount informers (the objects
+	// pods depend on, see dependencies.go) and never starts the factory itself.
+	HostInformers informers.SharedInformerFactory
 }
 
 // Provider forwards the pods of one virtual node into its member cluster.
@@ -104,14 +108,16 @@ type Provider struct {
 	ns *namespaceMirror
 	// svc mirrors the Services that select forwarded pods.
 	svc *serviceMirror
+	// deps mirrors the Secrets, ConfigMaps and ServiceAccounts pods use.
+	deps *dependencies
 }
 
 // New returns a provider whose Run must be called, and the member informers
 // started, before it is useful.
 func New(cfg Config) (*Provider, error) {
 	if cfg.NodeName == "" || cfg.Installation == "" || cfg.HostPods == nil || cfg.HostClient == nil || cfg.Recorder == nil ||
-		cfg.MemberClient == nil || cfg.MemberInformers == nil || cfg.HostInformers == nil {
-		return nil, errors.New("provider: NodeName, Installation, HostPods, HostClient, Recorder, MemberClient, MemberInformers and HostInformers are required")
+		cfg.MemberClient == nil || cfg.MemberInformers == nil {
+		return nil, errors.New("provider: NodeName, Installation, HostPods, HostClient, Recorder, MemberClient and MemberInformers are required")
 	}
 	if cfg.Namespace == nil {
 		cfg.Namespace = SameName
@@ -155,8 +161,14 @@ func New(cfg Config) (*Provider, error) {
 	if p.svc, err = newServiceMirror(p); err != nil {
 		return nil, fmt.Errorf("watch services: %w", err)
 	}
+	if p.deps, err = newDependencies(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
+
+// MemberPods lists the member's pods from the provider's cache.
+func (p *Provider) MemberPods() corev1listers.PodLister { return p.memberPods }
 
 func (p *Provider) target(hostNamespace string) Target {
 	return Target{Cluster: p.cfg.NodeName, Namespace: p.cfg.Namespace(hostNamespace), Installation: p.cfg.Installation}
@@ -234,6 +246,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 		wg.Go(func() { runQueue(ctx, p.statusQueue, p.syncStatus) })
 	}
 	wg.Go(func() { runQueue(ctx, p.retryQueue, p.retryForward) })
+	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })
 	wg.Go(func() { p.svc.run(ctx) })
 	<-ctx.Done()
@@ -406,7 +419,14 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
 	if err := p.ns.ensure(ctx, t.Namespace, pod.Namespace); err != nil {
 		return err
 	}
-	_, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, ToMember(pod, t), metav1.CreateOptions{})
+	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
+		return err // not ready: reported on the pod, forwarded again once the object exists
+	}
+	member := ToMember(pod, t)
+	if err := Confine(member, p.cfg.Partition); err != nil {
+		return fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
+	}
+	_, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		return p.adopt(ctx, pod, t)
 	}

@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -20,27 +19,23 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
-	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/cert"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
-	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/internal/agent"
 	"flotilla.io/flotilla/internal/kubeconfig"
+	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/provider"
 )
 
 type options struct {
 	clusterName      string
+	configFile       string
 	installation     string
 	hostKubeconfig   string
 	memberKubeconfig string
@@ -77,12 +72,13 @@ func main() {
 func parseFlags() (*options, error) {
 	o := &options{}
 	fs := pflag.NewFlagSet("flotilla-node", pflag.ContinueOnError)
-	fs.StringVar(&o.clusterName, "cluster-name", "", "name of the member cluster; also the virtual node's name (required)")
+	fs.StringVar(&o.clusterName, "cluster-name", "", "name of the member cluster; also the virtual node's name unless --config splits the member (required)")
+	fs.StringVar(&o.configFile, "config", "", "NodeConfig file (apiVersion flotilla.io/v1alpha1) splitting the member into label-partitioned virtual clusters; without it the whole member is one virtual node")
 	fs.StringVar(&o.installation, "installation-id", "", "identity of this flotilla installation, written on every member object it creates so that hosts sharing a member never touch each other's objects (default: the UID of the host's kube-system namespace)")
 	fs.StringVar(&o.hostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration")
 	fs.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "kubeconfig of the member cluster (required)")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address the host apiserver uses to reach this process's kubelet endpoint; must not be loopback (default: first non-loopback address)")
-	fs.IntVar(&o.listenPort, "kubelet-port", 10250, "port of the kubelet endpoint (logs, exec, attach)")
+	fs.IntVar(&o.listenPort, "kubelet-port", 10250, "port of the kubelet endpoint (logs, exec, attach); with several virtual clusters the first, the others counting up unless set in --config")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
@@ -167,6 +163,10 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("member client: %w", err)
 	}
+	memberMetrics, err := metricsclient.NewForConfig(memberCfg)
+	if err != nil {
+		return fmt.Errorf("member metrics client: %w", err)
+	}
 	installation := o.installation
 	if installation == "" {
 		ns, err := hostClient.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
@@ -182,117 +182,59 @@ func run() error {
 		}
 	}
 
-	// One set of member informers serves the node computation and the pod
-	// forwarding alike. Managed fields are dropped: nobody here reads them
-	// and they are a large part of every cached object.
-	memberInformers := informers.NewSharedInformerFactoryWithOptions(memberClient, 0,
-		informers.WithTransform(stripManagedFields))
-
-	// Host namespaces (and later the objects pods depend on) are watched
-	// through one host factory.
-	hostInformers := informers.NewSharedInformerFactoryWithOptions(hostClient, 0,
-		informers.WithTransform(stripManagedFields))
-
-	nodeProvider, err := clusternode.NewProvider(clusternode.ProviderConfig{
-		Node: clusternode.Config{
-			Name:           o.clusterName,
-			Labels:         o.nodeLabels,
-			Region:         o.region,
-			Zone:           o.zone,
-			Provider:       o.providerName,
-			InternalIP:     nodeIP,
-			KubeletPort:    int32(o.listenPort),
-			KubeletVersion: memberVersion(ctx, memberClient),
+	virtualClusters, err := loadVirtualClusters(o)
+	if err != nil {
+		return err
+	}
+	serving, err := servingCert(o, nodeIP)
+	if err != nil {
+		return err
+	}
+	return agent.Run(ctx, agent.Config{
+		HostClient:      hostClient,
+		MemberClient:    memberClient,
+		MemberConfig:    memberCfg,
+		Installation:    installation,
+		VirtualClusters: virtualClusters,
+		NodeIP:          nodeIP,
+		KubeletVersion:  memberVersion(ctx, memberClient),
+		ServingCert:     serving,
+		Auth:            func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
+		Kubelet: func(vc v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider {
+			// Stats and resource metrics come from the member's
+			// metrics.k8s.io, never from its kubelets (see provider.ResourceMetrics).
+			metrics, _ := provider.NewResourceMetrics(provider.ResourceMetricsConfig{
+				NodeName:     vc.Name,
+				Installation: installation,
+				Metrics:      provider.MetricsAPI{Client: memberMetrics},
+				MemberPods:   p.MemberPods(),
+				NodeSelector: nodeconfig.Selector(vc),
+			})
+			return provider.Kubelet{Provider: p, ResourceMetrics: metrics}
 		},
-		Informers:        memberInformers,
-		Health:           readyz{memberClient},
+		PodWorkers:       o.podWorkers,
+		StatusWorkers:    o.statusWorkers,
 		HealthInterval:   o.healthInterval,
 		FailureThreshold: o.healthFailures,
+		SyncTimeout:      o.syncTimeout,
 	})
-	if err != nil {
-		return err
-	}
-
-	broadcaster := record.NewBroadcaster()
-	defer broadcaster.Shutdown()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: hostClient.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: o.clusterName})
-
-	var podProvider *provider.Provider
-	newProvider := func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-		podProvider, err = provider.New(provider.Config{
-			NodeName:        o.clusterName,
-			Installation:    installation,
-			HostPods:        pc.Pods,
-			HostClient:      hostClient,
-			Recorder:        recorder,
-			MemberClient:    memberClient,
-			MemberConfig:    memberCfg,
-			MemberInformers: memberInformers,
-			StatusWorkers:   o.statusWorkers,
-			Events:          broadcaster,
-			HostInformers:   hostInformers,
-		})
-		return podProvider, nodeProvider, err
-	}
-
-	memberInformers.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, o.syncTimeout)
-	synced := cache.WaitForCacheSync(syncCtx.Done(),
-		memberInformers.Core().V1().Nodes().Informer().HasSynced,
-		memberInformers.Core().V1().Pods().Informer().HasSynced)
-	cancel()
-	if !synced {
-		log.G(ctx).WithField("timeout", o.syncTimeout).Warn("member caches did not sync; registering the node from what is known")
-	}
-
-	tlsOpt, err := servingTLS(o, nodeIP)
-	if err != nil {
-		return err
-	}
-	auth, err := kubeletAuth(hostClient, o)
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	vk, err := nodeutil.NewNode(o.clusterName, newProvider,
-		nodeutil.WithClient(hostClient),
-		tlsOpt,
-		nodeutil.AttachProviderRoutes(mux),
-		func(cfg *nodeutil.NodeConfig) error {
-			cfg.NodeSpec = *nodeProvider.Node()
-			cfg.HTTPListenAddr = net.JoinHostPort("", strconv.Itoa(o.listenPort))
-			cfg.Handler = nodeutil.WithAuth(auth, mux)
-			cfg.NumWorkers = o.podWorkers
-			cfg.EventRecorder = recorder
-			// Secrets and ConfigMaps are mirrored as objects, never inlined
-			// into the forwarded pod spec.
-			cfg.SkipDownwardAPIResolution = true
-			cfg.InformerResyncPeriod = 0
-			return nil
-		},
-	)
-	if err != nil {
-		return fmt.Errorf("set up virtual node: %w", err)
-	}
-	// The provider registered further member informers (events, ...) while
-	// the node was being set up; Start only starts those not running yet.
-	memberInformers.Start(ctx.Done())
-	hostInformers.Start(ctx.Done())
-	go nodeProvider.Run(ctx)
-	go podProvider.Run(ctx, vk.PodController().Ready())
-	log.G(ctx).WithField("nodeIP", nodeIP).WithField("port", o.listenPort).Info("starting virtual node")
-	if err := vk.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
-func stripManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
+// loadVirtualClusters returns the virtual nodes to run: those of --config,
+// or the whole member as one, described by the node flags.
+func loadVirtualClusters(o *options) ([]v1alpha1.VirtualCluster, error) {
+	if o.configFile != "" && (len(o.nodeLabels) > 0 || o.region != "" || o.zone != "" || o.providerName != "") {
+		return nil, errors.New("--node-labels, --region, --zone and --provider describe a whole-cluster node; with --config set them per virtual cluster")
 	}
-	return obj, nil
+	cfg, err := nodeconfig.Load(o.configFile, o.clusterName, int32(o.listenPort))
+	if err != nil {
+		return nil, err
+	}
+	if o.configFile == "" {
+		vc := &cfg.VirtualClusters[0]
+		vc.Labels, vc.Region, vc.Zone, vc.Provider = o.nodeLabels, o.region, o.zone, o.providerName
+	}
+	return cfg.VirtualClusters, nil
 }
 
 func memberVersion(ctx context.Context, c kubernetes.Interface) string {
@@ -304,40 +246,28 @@ func memberVersion(ctx context.Context, c kubernetes.Interface) string {
 	return v.GitVersion
 }
 
-// readyz checks the member apiserver's readiness endpoint.
-type readyz struct{ c kubernetes.Interface }
-
-func (r readyz) Healthy(ctx context.Context) error {
-	return r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
-}
-
-func servingTLS(o *options, nodeIP string) (nodeutil.NodeOpt, error) {
-	var pair tls.Certificate
-	var err error
+// servingCert is the kubelet endpoints' certificate: the given one, or a
+// self-signed one for the node address (which the host apiserver only
+// accepts when it does not verify kubelet certificates).
+func servingCert(o *options, nodeIP string) (tls.Certificate, error) {
 	if o.tlsCertFile != "" {
-		pair, err = tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile)
+		pair, err := tls.LoadX509KeyPair(o.tlsCertFile, o.tlsKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("load serving certificate %s: %w", o.tlsCertFile, err)
+			return tls.Certificate{}, fmt.Errorf("load serving certificate %s: %w", o.tlsCertFile, err)
 		}
-	} else {
-		certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(o.clusterName, []net.IP{net.ParseIP(nodeIP)}, nil)
-		if err != nil {
-			return nil, fmt.Errorf("generate serving certificate: %w", err)
-		}
-		if pair, err = tls.X509KeyPair(certPEM, keyPEM); err != nil {
-			return nil, fmt.Errorf("generate serving certificate: %w", err)
-		}
+		return pair, nil
 	}
-	return nodeutil.WithTLSConfig(func(c *tls.Config) error {
-		c.Certificates = []tls.Certificate{pair}
-		return nil
-	}), nil
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(o.clusterName, []net.IP{net.ParseIP(nodeIP)}, nil)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("generate serving certificate: %w", err)
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
 // kubeletAuth authenticates callers of the kubelet endpoint by client
 // certificate (when a CA is given) or bearer token (TokenReview), and
 // authorizes them with SubjectAccessReview on nodes/proxy, nodes/log, ...
-func kubeletAuth(host kubernetes.Interface, o *options) (nodeutil.Auth, error) {
+func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (nodeutil.Auth, error) {
 	var opts []nodeutil.WebhookAuthOption
 	if o.clientCAFile != "" {
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", o.clientCAFile)
@@ -349,7 +279,7 @@ func kubeletAuth(host kubernetes.Interface, o *options) (nodeutil.Auth, error) {
 			return nil
 		})
 	}
-	auth, err := nodeutil.WebhookAuth(host, o.clusterName, opts...)
+	auth, err := nodeutil.WebhookAuth(host, nodeName, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet endpoint auth: %w", err)
 	}

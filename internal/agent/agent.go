@@ -1,0 +1,289 @@
+// Package agent runs one flotilla-node process: the virtual nodes of one
+// member cluster — the whole member, or each of its label partitions — over
+// a single set of member informers, so that the member apiserver sees the
+// same watch load for fifty partitions as for one. Each virtual node has its
+// own node controller and lease, pod controller and kubelet endpoint,
+// assembled from virtual-kubelet's node package.
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/provider"
+)
+
+// Config holds what an agent needs; all fields but the tuning ones are required.
+type Config struct {
+	HostClient   kubernetes.Interface
+	MemberClient kubernetes.Interface
+	// MemberConfig is used for streaming calls (exec, attach, port-forward).
+	MemberConfig *rest.Config
+	// Installation identifies the host cluster on every member object.
+	Installation string
+	// VirtualClusters are the virtual nodes to run (validated, defaulted).
+	VirtualClusters []v1alpha1.VirtualCluster
+	// NodeIP is where the host apiserver reaches the kubelet endpoints.
+	NodeIP string
+	// KubeletVersion is shown as the virtual nodes' version.
+	KubeletVersion string
+	// ServingCert is the kubelet endpoints' certificate.
+	ServingCert tls.Certificate
+	// Auth authenticates and authorizes callers of a virtual node's kubelet
+	// endpoint; it is called once per virtual node.
+	Auth func(nodeName string) (nodeutil.Auth, error)
+	// Kubelet returns what serves a virtual node's kubelet API (logs, exec,
+	// stats, ...) for its provider.
+	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider
+
+	PodWorkers       int
+	StatusWorkers    int
+	HealthInterval   time.Duration
+	FailureThreshold int
+	// SyncTimeout bounds the wait for the member's caches before the
+	// virtual nodes register anyway (NotReady if the member is unreachable).
+	SyncTimeout time.Duration
+}
+
+// virtualNode is one running virtual node.
+type virtualNode struct {
+	vc      v1alpha1.VirtualCluster
+	nodes   *clusternode.Provider
+	pods    *provider.Provider
+	podCtl  *node.PodController
+	factory informers.SharedInformerFactory // host pods bound to this node
+	handler http.Handler
+}
+
+// Run registers and serves every virtual node until ctx ends or one of them fails.
+func Run(ctx context.Context, cfg Config) error {
+	if len(cfg.VirtualClusters) == 0 || cfg.Auth == nil || cfg.Kubelet == nil {
+		return errors.New("agent: VirtualClusters, Auth and Kubelet are required")
+	}
+	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(stripManagedFields))
+	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(stripManagedFields))
+
+	broadcaster := record.NewBroadcaster()
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
+
+	var vns []*virtualNode
+	for _, vc := range cfg.VirtualClusters {
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster)
+		if err != nil {
+			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
+		}
+		vns = append(vns, vn)
+	}
+
+	memberInformers.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
+	synced := cache.WaitForCacheSync(syncCtx.Done(),
+		memberInformers.Core().V1().Nodes().Informer().HasSynced,
+		memberInformers.Core().V1().Pods().Informer().HasSynced)
+	cancel()
+	if !synced {
+		log.G(ctx).WithField("timeout", cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
+	}
+	hostInformers.Start(ctx.Done())
+
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	for _, vn := range vns {
+		vn.factory.Start(ctx.Done())
+		go vn.run(ctx, cfg, stop)
+	}
+	<-ctx.Done()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster) (*virtualNode, error) {
+	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
+		Node: clusternode.Config{
+			Name:           vc.Name,
+			Installation:   cfg.Installation,
+			Selector:       nodeconfig.Selector(vc),
+			Labels:         vc.Labels,
+			Taints:         vc.Taints,
+			Region:         vc.Region,
+			Zone:           vc.Zone,
+			Provider:       vc.Provider,
+			InternalIP:     cfg.NodeIP,
+			KubeletPort:    vc.KubeletPort,
+			KubeletVersion: cfg.KubeletVersion,
+		},
+		Informers:        member,
+		Health:           readyz{cfg.MemberClient},
+		HealthInterval:   cfg.HealthInterval,
+		FailureThreshold: cfg.FailureThreshold,
+	})
+	if err != nil {
+		return nil, err
+	}
+	// virtual-kubelet's pod controller treats every pod of its informer as
+	// its own, so each virtual node watches the host pods bound to it.
+	factory := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", vc.Name).String()
+		}))
+	podInformer := factory.Core().V1().Pods()
+	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
+	mapper := provider.SameName
+	if vc.NamespaceMapping == v1alpha1.Suffix {
+		mapper = provider.Suffix(vc.Name)
+	}
+	pods, err := provider.New(provider.Config{
+		NodeName:        vc.Name,
+		Installation:    cfg.Installation,
+		HostPods:        podInformer.Lister(),
+		HostClient:      cfg.HostClient,
+		Recorder:        recorder,
+		MemberClient:    cfg.MemberClient,
+		MemberConfig:    cfg.MemberConfig,
+		MemberInformers: member,
+		HostInformers:   host,
+		Namespace:       mapper,
+		Partition:       vc.NodeSelector,
+		StatusWorkers:   cfg.StatusWorkers,
+		Events:          events,
+	})
+	if err != nil {
+		return nil, err
+	}
+	podCtl, err := node.NewPodController(node.PodControllerConfig{
+		PodClient:         cfg.HostClient.CoreV1(),
+		PodInformer:       podInformer,
+		EventRecorder:     recorder,
+		Provider:          pods,
+		ConfigMapInformer: host.Core().V1().ConfigMaps(),
+		SecretInformer:    host.Core().V1().Secrets(),
+		ServiceInformer:   host.Core().V1().Services(),
+		// Secrets and ConfigMaps are mirrored as objects, never inlined
+		// into the forwarded pod spec.
+		SkipDownwardAPIResolution: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	kubelet := cfg.Kubelet(vc, pods)
+	mux := http.NewServeMux()
+	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
+		RunInContainer:    kubelet.RunInContainer,
+		AttachToContainer: kubelet.AttachToContainer,
+		GetContainerLogs:  kubelet.GetContainerLogs,
+		GetPods:           kubelet.GetPods,
+		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) {
+			return podInformer.Lister().List(labels.Everything())
+		},
+		GetStatsSummary:    kubelet.GetStatsSummary,
+		GetMetricsResource: kubelet.GetMetricsResource,
+		PortForward:        kubelet.PortForward,
+	}, true))
+	auth, err := cfg.Auth(vc.Name)
+	if err != nil {
+		return nil, err
+	}
+	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl, factory: factory,
+		handler: nodeutil.WithAuth(auth, mux)}, nil
+}
+
+// run starts the virtual node's pieces in virtual-kubelet's order — pods
+// first, so that nothing is scheduled to a node that cannot take pods yet —
+// and stops the whole agent if one of them fails.
+func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelCauseFunc) {
+	ctx = log.WithLogger(ctx, log.G(ctx).WithField("node", vn.vc.Name))
+	fail := func(what string, err error) {
+		if err != nil && ctx.Err() == nil {
+			stop(fmt.Errorf("virtual node %s: %s: %w", vn.vc.Name, what, err))
+		}
+	}
+	ln, err := tls.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(vn.vc.KubeletPort))), &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cfg.ServingCert},
+		ClientAuth:   tls.RequestClientCert,
+	})
+	if err != nil {
+		fail("kubelet endpoint", err)
+		return
+	}
+	srv := &http.Server{Handler: vn.handler, ReadHeaderTimeout: 30 * time.Second}
+	go func() { fail("kubelet endpoint", ignoreClosed(srv.Serve(ln))) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+
+	go func() { fail("pod controller", vn.podCtl.Run(ctx, cfg.PodWorkers)) }()
+	select {
+	case <-ctx.Done():
+		return
+	case <-vn.podCtl.Ready():
+	}
+	// The node is registered only now, with the capacity of the member
+	// caches that have synced, rather than empty.
+	nodeCtl, err := node.NewNodeController(vn.nodes, vn.nodes.Node(), cfg.HostClient.CoreV1().Nodes(),
+		node.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(cfg.HostClient), node.DefaultLeaseDuration))
+	if err != nil {
+		fail("node controller", err)
+		return
+	}
+	go vn.pods.Run(ctx, vn.podCtl.Ready())
+	go vn.nodes.Run(ctx)
+	go func() { fail("node controller", nodeCtl.Run(ctx)) }()
+	select {
+	case <-ctx.Done():
+	case <-nodeCtl.Ready():
+		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
+	}
+}
+
+func ignoreClosed(err error) error {
+	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// readyz checks the member apiserver's readiness endpoint.
+type readyz struct{ c kubernetes.Interface }
+
+func (r readyz) Healthy(ctx context.Context) error {
+	return r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+}
