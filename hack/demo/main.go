@@ -75,6 +75,11 @@ func run() error {
 	if _, err := fleet.Deploy(ctx, w, nodeBin); err != nil {
 		return err
 	}
+	// metrics-server in every cluster, so that `kubectl top` works in the
+	// host through the virtual nodes as it does in each member.
+	if err := w.StartMetricsServers(ctx); err != nil {
+		return err
+	}
 
 	kubeconfig := w.Host().KubeconfigPath
 	kubectl := func(args ...string) error {

@@ -51,6 +51,11 @@ func run(m *testing.M) int {
 			{Name: name + "-node-1"}, {Name: name + "-node-2"},
 		}})
 	}
+	edge := testworld.ClusterConfig{Name: edgeMember}
+	for _, n := range edgeNodes() {
+		edge.Nodes = append(edge.Nodes, testworld.NodeSpec{Name: n.name, Labels: n.labels})
+	}
+	cfg.Members = append(cfg.Members, edge)
 	started := time.Now()
 	w, err := testworld.Start(ctx, cfg)
 	if err != nil {
@@ -58,14 +63,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer w.Stop()
-	logf("test world (host + %d members) started in %s; files in %s", len(members), time.Since(started).Round(time.Millisecond), w.Dir())
+	logf("test world (host + %d members) started in %s; files in %s", len(cfg.Members), time.Since(started).Round(time.Millisecond), w.Dir())
 	bin, err := fleet.BuildNode(ctx, w.Dir())
 	if err != nil {
 		logf("%v", err)
 		return 1
 	}
 	started = time.Now()
-	env, err = fleet.Deploy(ctx, w, bin, "--log-level=debug")
+	// The edge member's flotilla-node is started by the test that
+	// partitions it.
+	env, err = fleet.DeployOnly(ctx, w, bin, members, "--log-level=debug")
 	if err != nil {
 		logf("deploy flotilla: %v", err)
 		return 1
