@@ -68,7 +68,11 @@ func (c *Cluster) kwokArgs() ([]string, error) {
 	for _, f := range c.kwokStages {
 		args = append(args, "--config="+f)
 	}
-	args = append(args, "--config="+resources)
+	jobs, err := c.writeJobStage()
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, "--config="+resources, "--config="+jobs)
 	return args, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -342,5 +343,74 @@ func TestPodUpdatesReachMember(t *testing.T) {
 		ok := m.Spec.Containers[0].Image == "busybox:1.37" && m.Labels["tier"] == "edge" && m.Annotations["team"] == "payments" &&
 			m.Spec.ActiveDeadlineSeconds != nil && *m.Spec.ActiveDeadlineSeconds == 3600 && hasGPU
 		return ok, fmt.Sprintf("image %s labels %v annotations %v deadline %v gpu %v", m.Spec.Containers[0].Image, m.Labels, m.Annotations, m.Spec.ActiveDeadlineSeconds, hasGPU), nil
+	})
+}
+
+// TestCompletedJobPodNeverReruns runs a Job to completion through a virtual
+// node, then deletes its finished member pod and restarts flotilla-node: the
+// host pod stays Succeeded and nothing runs again.
+func TestCompletedJobPodNeverReruns(t *testing.T) {
+	const member = "shenzhen"
+	ns := namespace(t)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "once", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				NodeSelector:  map[string]string{wellknown.ClusterLabel: member},
+				Tolerations:   []corev1.Toleration{virtualNodeToleration},
+				Containers:    []corev1.Container{{Name: "main", Image: "busybox"}},
+			}},
+		},
+	}
+	if _, err := hostClient().BatchV1().Jobs(ns).Create(t.Context(), job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var done corev1.Pod
+	eventually(t, 2*time.Minute, "Job complete with its pod Succeeded", func(ctx context.Context) (bool, string, error) {
+		j, err := hostClient().BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=once"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err, len(pods.Items)), nil
+		}
+		done = pods.Items[0]
+		return j.Status.Succeeded == 1 && done.Status.Phase == corev1.PodSucceeded, fmt.Sprintf("succeeded %d pod %s", j.Status.Succeeded, done.Status.Phase), nil
+	})
+	m, err := memberPodOf(t.Context(), &done)
+	if err != nil || m == nil {
+		t.Fatalf("member pod of the finished Job pod: %v %v", m, err)
+	}
+	if err := memberClient(member).CoreV1().Pods(m.Namespace).Delete(t.Context(), m.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := env.Node(member)
+	if err := old.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.StartNode(member); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitNodeReady(t.Context(), member, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the finished pod stays Succeeded and is not forwarded again", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, done.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		again, err := memberPodOf(ctx, p)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		j, err := hostClient().BatchV1().Jobs(ns).Get(ctx, "once", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ok := p.Status.Phase == corev1.PodSucceeded && again == nil && j.Status.Succeeded == 1 && j.Status.Failed == 0
+		return ok, fmt.Sprintf("phase %s, member pod %v, job %d/%d", p.Status.Phase, again != nil, j.Status.Succeeded, j.Status.Failed), nil
 	})
 }
