@@ -189,15 +189,7 @@ func streamingPod(t *testing.T, ns, name, member string, annotations map[string]
 	if _, err := hostClient().CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
-	eventually(t, time.Minute, "pod "+name+" Ready", func(ctx context.Context) (bool, string, error) {
-		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		pod = p
-		return podReady(p), string(p.Status.Phase), nil
-	})
-	return pod
+	return waitPodReady(t, ns, name)
 }
 
 // syncBuffer is a bytes.Buffer that a command writes while the test reads.
