@@ -10,3 +10,10 @@ demo:
 # binaries into ~/.cache/flotilla on first use).
 test:
 	bash hack/test.sh
+
+# Benchmarks flotilla against a single cluster and a direct member create
+# (issue 7; results in BENCHMARKS.md). Pass flags with BENCH_FLAGS, e.g.
+# make bench BENCH_FLAGS="--pin --out pinned.json".
+.PHONY: bench
+bench:
+	go run ./hack/bench $(BENCH_FLAGS)

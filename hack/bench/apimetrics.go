@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+)
+
+// requestMetric is the apiserver counter of handled requests, labelled by
+// verb, resource and subresource among others.
+const requestMetric = "apiserver_request_total"
+
+// requestCounts holds apiserver_request_total summed over codes, groups and
+// scopes, keyed by "VERB resource[/subresource]".
+type requestCounts map[string]float64
+
+// scrapeRequests reads an apiserver's request counters from its /metrics
+// endpoint, which the admin identity may read. It is one GET, so it barely
+// disturbs what it measures.
+func scrapeRequests(ctx context.Context, c kubernetes.Interface) (requestCounts, error) {
+	body, err := c.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get /metrics: %w", err)
+	}
+	counts, err := parseRequestCounts(bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	return counts, nil
+}
+
+// parseRequestCounts extracts apiserver_request_total from Prometheus text
+// exposition. Only that one metric is parsed: the full exposition of an
+// apiserver is megabytes of histograms the bench does not need.
+func parseRequestCounts(r io.Reader) (requestCounts, error) {
+	counts := requestCounts{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	prefix := requestMetric + "{"
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		labels, rest, err := parseLabels(line[len(prefix):])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", line, err)
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("%s: no value", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: value: %w", line, err)
+		}
+		counts[requestKey(labels["verb"], labels["resource"], labels["subresource"])] += v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// parseLabels parses `name="value",...}` and returns the labels and what
+// follows the closing brace.
+func parseLabels(s string) (map[string]string, string, error) {
+	labels := map[string]string{}
+	for {
+		s = strings.TrimLeft(s, " ,")
+		if strings.HasPrefix(s, "}") {
+			return labels, s[1:], nil
+		}
+		name, rest, ok := strings.Cut(s, "=")
+		if !ok || !strings.HasPrefix(rest, `"`) {
+			return nil, "", fmt.Errorf("malformed label at %q", s)
+		}
+		var value strings.Builder
+		i := 1
+		for ; i < len(rest) && rest[i] != '"'; i++ {
+			c := rest[i]
+			if c == '\\' && i+1 < len(rest) {
+				i++
+				switch rest[i] {
+				case 'n':
+					c = '\n'
+				default:
+					c = rest[i]
+				}
+			}
+			value.WriteByte(c)
+		}
+		if i >= len(rest) {
+			return nil, "", fmt.Errorf("unterminated value of label %s", name)
+		}
+		labels[strings.TrimSpace(name)] = value.String()
+		s = rest[i+1:]
+	}
+}
+
+func requestKey(verb, resource, subresource string) string {
+	if resource == "" {
+		resource = "(non-resource)"
+	}
+	if subresource != "" {
+		resource += "/" + subresource
+	}
+	return verb + " " + resource
+}
+
+// sub returns c - before per key, leaving out keys that did not change.
+func (c requestCounts) sub(before requestCounts) requestCounts {
+	d := requestCounts{}
+	for k, v := range c {
+		if dv := v - before[k]; dv != 0 {
+			d[k] = dv
+		}
+	}
+	return d
+}
+
+// add adds o to c.
+func (c requestCounts) add(o requestCounts) {
+	for k, v := range o {
+		c[k] += v
+	}
+}
+
+// requestClass is a kind of API request as far as load goes.
+type requestClass string
+
+const (
+	classWrite requestClass = "writes"
+	classRead  requestClass = "reads"
+	classWatch requestClass = "watches"
+	classOther requestClass = "other"
+)
+
+// classOf sorts the verbs apiserver_request_total reports (HTTP verbs for
+// single objects, LIST/WATCH for collections, APPLY for server-side apply).
+func classOf(verb string) requestClass {
+	switch verb {
+	case "POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION", "APPLY", "CREATE", "UPDATE":
+		return classWrite
+	case "GET", "LIST":
+		return classRead
+	case "WATCH", "WATCHLIST":
+		return classWatch
+	}
+	return classOther
+}
+
+// byClass sums the counts per requestClass.
+func (c requestCounts) byClass() map[requestClass]float64 {
+	out := map[requestClass]float64{}
+	for k, v := range c {
+		verb, _, _ := strings.Cut(k, " ")
+		out[classOf(verb)] += v
+	}
+	return out
+}

@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// The footprint scenario: what flotilla-node and the control planes spend.
+// It rides on the burst (see burst.go), which marks its phases on a meter:
+// flotilla-node's CPU seconds and the apiservers' request counters are
+// summed over the create and delete phases only (each running on for
+// --settle after its last pod, so that trailing work counts), and idle
+// windows between them sample flotilla-node with nothing to do.
+
+// Roles of the clusters a meter scrapes.
+const (
+	roleHost   = "host"
+	roleMember = "member"
+)
+
+// meteredProcess is one process whose CPU time a meter follows.
+type meteredProcess struct {
+	label string // role/component or flotilla-node; equal labels are summed
+	pid   int
+}
+
+// meter samples the clusters involved in a mode and flotilla-node: CPU
+// seconds from /proc/<pid>/stat, apiserver_request_total from each
+// apiserver.
+type meter struct {
+	clusters map[string][]*testworld.Cluster // by role
+	procs    []meteredProcess
+	nodes    map[string]int // flotilla-node pid by member
+	now      func() time.Time
+
+	begin    *snapshot
+	requests map[string]requestCounts // by role, summed over phases
+	cpu      map[string]float64       // by label, summed over phases
+	nodeCPU  map[string]float64       // flotilla-node CPU seconds by phase
+	phases   time.Duration
+}
+
+// snapshot is the meter's reading at one moment.
+type snapshot struct {
+	at       time.Time
+	requests map[string]requestCounts
+	cpu      map[string]float64
+	nodes    map[string]procSample
+}
+
+func newMeter(t *target) *meter {
+	m := &meter{clusters: map[string][]*testworld.Cluster{}, nodes: map[string]int{}, now: time.Now}
+	add := func(role string, c *testworld.Cluster) {
+		m.clusters[role] = append(m.clusters[role], c)
+		for comp, p := range clusterProcesses(c) {
+			m.procs = append(m.procs, meteredProcess{role + "/" + comp, p.Pid()})
+		}
+	}
+	switch t.mode {
+	case modeNative:
+		add(roleHost, t.user)
+	case modeDirect:
+		// The world's host is idle and not part of this mode.
+		add(roleMember, t.user)
+	case modeFlotilla:
+		add(roleHost, t.world.Host())
+		for _, c := range t.members {
+			add(roleMember, c)
+			pid := t.fleet.Node(c.Name).Pid()
+			m.nodes[c.Name] = pid
+			m.procs = append(m.procs, meteredProcess{"flotilla-node", pid})
+		}
+	}
+	m.reset()
+	return m
+}
+
+// reset forgets the phases measured so far, for the next run.
+func (m *meter) reset() {
+	m.begin = nil
+	m.requests = map[string]requestCounts{}
+	m.cpu = map[string]float64{}
+	m.nodeCPU = map[string]float64{}
+	m.phases = 0
+}
+
+func (m *meter) take(ctx context.Context) (*snapshot, error) {
+	s := &snapshot{at: m.now(), requests: map[string]requestCounts{}, cpu: map[string]float64{}, nodes: map[string]procSample{}}
+	for _, p := range m.procs {
+		ps, err := readProc(p.pid)
+		if err != nil {
+			return nil, fmt.Errorf("sample %s: %w", p.label, err)
+		}
+		s.cpu[p.label] += ps.CPUSeconds
+	}
+	for member, pid := range m.nodes {
+		ps, err := readProc(pid)
+		if err != nil {
+			return nil, fmt.Errorf("sample flotilla-node of %s: %w", member, err)
+		}
+		s.nodes[member] = ps
+	}
+	for role, cs := range m.clusters {
+		s.requests[role] = requestCounts{}
+		for _, c := range cs {
+			rc, err := scrapeRequests(ctx, c.Client())
+			if err != nil {
+				return nil, fmt.Errorf("scrape %s: %w", c.Name, err)
+			}
+			s.requests[role].add(rc)
+		}
+	}
+	return s, nil
+}
+
+// start begins a measured phase. A nil meter measures nothing, for
+// workloads that are not measured (warm-up).
+func (m *meter) start(ctx context.Context) error {
+	if m == nil {
+		return nil
+	}
+	s, err := m.take(ctx)
+	m.begin = s
+	return err
+}
+
+// stop ends the phase begun by start and adds it to the totals.
+func (m *meter) stop(ctx context.Context, phase string) error {
+	if m == nil {
+		return nil
+	}
+	if m.begin == nil {
+		return errors.New("meter: stop without start")
+	}
+	end, err := m.take(ctx)
+	if err != nil {
+		return err
+	}
+	for role, rc := range end.requests {
+		if m.requests[role] == nil {
+			m.requests[role] = requestCounts{}
+		}
+		m.requests[role].add(rc.sub(m.begin.requests[role]))
+	}
+	for label, v := range end.cpu {
+		m.cpu[label] += v - m.begin.cpu[label]
+	}
+	for member, ps := range end.nodes {
+		m.nodeCPU[phase] += ps.CPUSeconds - m.begin.nodes[member].CPUSeconds
+	}
+	m.phases += end.at.Sub(m.begin.at)
+	m.begin = nil
+	return nil
+}
+
+// settle lets a measured phase run on for d after its workload is done:
+// what flotilla-node still does then (status it has queued, events it is
+// still writing) is part of the phase's cost.
+func (m *meter) settle(ctx context.Context, d time.Duration) error {
+	if m == nil {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d): // a measurement window, not a wait for a condition
+	}
+	return nil
+}
+
+// report adds per-pod costs of the measured phases to s.
+func (m *meter) report(s sample, pods int) {
+	if m == nil || pods == 0 {
+		return
+	}
+	perPod := func(v float64) float64 { return v / float64(pods) }
+	var writes, reads float64
+	for role, rc := range m.requests {
+		cls := rc.byClass()
+		s["api."+role+".writes_per_pod"] = perPod(cls[classWrite])
+		s["api."+role+".reads_per_pod"] = perPod(cls[classRead])
+		writes += cls[classWrite]
+		reads += cls[classRead]
+		for k, v := range rc {
+			s["api_detail."+role+"."+k] = perPod(v)
+		}
+	}
+	s["api.writes_per_pod"] = perPod(writes)
+	s["api.reads_per_pod"] = perPod(reads)
+	var total float64
+	for label, v := range m.cpu {
+		s["cpu."+label+"_s"] = v
+		total += v
+	}
+	s["cpu.total_per_1000_pods_s"] = perPod(total) * 1000
+	if len(m.nodes) > 0 {
+		s["footprint.node_cpu_per_1000_pods_s"] = perPod(m.cpu["flotilla-node"]) * 1000
+		for phase, v := range m.nodeCPU {
+			s["footprint.node_cpu_"+phase+"_per_1000_pods_s"] = perPod(v) * 1000
+		}
+	}
+}
+
+// idle samples flotilla-node over a window in which nothing is asked of
+// it: CPU as millicores (summed over all flotilla-nodes), RSS (the largest
+// flotilla-node's) and the API requests per second all clusters serve.
+func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s sample) error {
+	if m == nil || len(m.nodes) == 0 {
+		return nil
+	}
+	a, err := m.take(ctx)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(window): // a measurement window, not a wait for a condition
+	}
+	b, err := m.take(ctx)
+	if err != nil {
+		return err
+	}
+	elapsed := b.at.Sub(a.at).Seconds()
+	var cpu, rss float64
+	for member, bs := range b.nodes {
+		cpu += bs.CPUSeconds - a.nodes[member].CPUSeconds
+		rss = max(rss, float64(bs.RSSBytes)/(1<<20))
+	}
+	var requests float64
+	for role, rc := range b.requests {
+		d := rc.sub(a.requests[role])
+		cls := d.byClass()
+		requests += cls[classWrite] + cls[classRead]
+		for k, v := range d {
+			s["api_detail_"+prefix+"_per_s."+role+"."+k] = v / elapsed
+		}
+	}
+	s["footprint."+prefix+"_node_millicores"] = cpu / elapsed * 1000
+	s["footprint."+prefix+"_node_rss_mib"] = rss
+	// The two scrapes of every apiserver are requests themselves.
+	s["footprint."+prefix+"_api_requests_per_s"] = max(0, requests-float64(m.apiservers())) / elapsed
+	return nil
+}
+
+func (m *meter) apiservers() int {
+	n := 0
+	for _, cs := range m.clusters {
+		n += len(cs)
+	}
+	return n
+}
+
+// memory adds the largest flotilla-node's current and peak RSS to s.
+func (m *meter) memory(prefix string, s sample) error {
+	if m == nil || len(m.nodes) == 0 {
+		return nil
+	}
+	var rss, hwm float64
+	for member, pid := range m.nodes {
+		ps, err := readProc(pid)
+		if err != nil {
+			return fmt.Errorf("sample flotilla-node of %s: %w", member, err)
+		}
+		rss = max(rss, float64(ps.RSSBytes)/(1<<20))
+		hwm = max(hwm, float64(ps.HWMBytes)/(1<<20))
+	}
+	s["footprint."+prefix+"_node_rss_mib"] = rss
+	// The kernel updates VmHWM lazily, so it may trail an RSS read earlier.
+	s["footprint.node_peak_rss_mib"] = max(hwm, rss, s["footprint.node_peak_rss_mib"])
+	return nil
+}

@@ -1,0 +1,295 @@
+// Command bench measures flotilla against a single cluster (issue 7). In
+// one invocation it runs the same workload three ways — native (the host
+// cluster with fake nodes of the members' total capacity, no flotilla),
+// direct (in one member cluster) and flotilla (created in the host,
+// forwarded through virtual nodes to the members) — each in a fresh test
+// world with the same control-plane client limits, and prints the medians
+// and the ratios flotilla/native and flotilla/direct. With --pin every
+// cluster runs on one CPU of its own (host and flotilla-node on CPU 0,
+// members on CPU 1), as separate machines would.
+//
+//	go run ./hack/bench --replicas 100 --runs 1     # a quick look
+//	go run ./hack/bench --out results.json          # the default benchmark
+//	go run ./hack/bench --pin --out pinned.json
+//
+// See BENCHMARKS.md for results and what bounds them.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"flotilla.io/flotilla/internal/fleet"
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// options are the command-line flags.
+type options struct {
+	replicas        int
+	runs            int
+	pin             bool
+	members         int
+	nodesPerCluster int
+	clientQPS       float32
+	clientBurst     int
+	modes           string
+	scenarios       string
+	probePods       int
+	probeInterval   time.Duration
+	probeSettle     time.Duration
+	idleWindow      time.Duration
+	settle          time.Duration
+	phaseTimeout    time.Duration
+	timeout         time.Duration
+	out             string
+	keepDir         string
+	profileDir      string
+	profileDuration time.Duration
+	nodeArgs        []string
+	nodeBinary      string
+	markdown        string
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := pflag.NewFlagSet("bench", pflag.ContinueOnError)
+	fs.IntVar(&o.replicas, "replicas", 1000, "pods in the burst Deployment (5000 for the large burst)")
+	fs.IntVar(&o.runs, "runs", 3, "runs per mode; medians are reported")
+	fs.BoolVar(&o.pin, "pin", false, "one CPU per cluster: host processes and flotilla-node on CPU 0, member processes on CPU 1 (native and direct then run on one CPU)")
+	fs.IntVar(&o.members, "members", 3, "member clusters flotilla forwards to")
+	fs.IntVar(&o.nodesPerCluster, "nodes-per-cluster", 3, "kwok nodes per member cluster; the native host gets members x this many")
+	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
+	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
+	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
+	fs.StringVar(&o.scenarios, "scenarios", "burst,propagation", "scenarios to run (footprint is measured during burst)")
+	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
+	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
+	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
+	fs.DurationVar(&o.idleWindow, "idle-window", 15*time.Second, "how long flotilla-node is watched doing nothing, before the runs and with the burst's pods")
+	fs.DurationVar(&o.settle, "settle", 10*time.Second, "time after a burst phase completes during which trailing work (status, events) still counts towards its CPU and API requests")
+	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase of a scenario")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole invocation")
+	fs.StringVar(&o.out, "out", "", "write the results as JSON to this file")
+	fs.StringVar(&o.keepDir, "keep-dir", "", "keep the worlds' files and logs under this directory (default: a temporary directory, removed unless a mode failed)")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst, to this directory")
+	fs.DurationVar(&o.profileDuration, "profile-duration", time.Minute, "length of the CPU profiles, which start with the first burst")
+	fs.StringArrayVar(&o.nodeArgs, "node-arg", nil, "extra flotilla-node argument (repeatable)")
+	fs.StringVar(&o.nodeBinary, "node-binary", "", "flotilla-node binary to measure (default: built from this tree)")
+	fs.StringVar(&o.markdown, "markdown", "", "only print the results in this --out file as a Markdown table, measuring nothing")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster and --probe-pods must be at least 1")
+	case o.pin && !pinnable():
+		return nil, fmt.Errorf("--pin needs CPUs %d and %d", hostCPU, memberCPU)
+	}
+	if _, err := selectModes(o.modes); err != nil {
+		return nil, err
+	}
+	if _, err := selectScenarios(o.scenarios); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func main() {
+	if o, err := parseFlags(os.Args[1:]); err == nil && o.markdown != "" {
+		r, err := readResults(o.markdown)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		r.printMarkdown(os.Stdout)
+		return
+	}
+	// The private network namespace has no route out, so whatever needs the
+	// module proxy is built first, out here.
+	if !testworld.InNetns() {
+		prepare := fleet.Prepare
+		if nodeBinaryFlagSet(os.Args[1:]) {
+			prepare = func(ctx context.Context) error { _, err := testworld.Binaries(ctx); return err }
+		}
+		if err := prepare(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(testworld.RunInNetns(func() int {
+		if err := run(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}))
+}
+
+// nodeBinaryFlagSet reports whether the arguments name a flotilla-node
+// binary, which then need not be built.
+func nodeBinaryFlagSet(args []string) bool {
+	o, err := parseFlags(args)
+	return err == nil && o.nodeBinary != ""
+}
+
+func run() error {
+	o, err := parseFlags(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	modes, _ := selectModes(o.modes)
+	scenarios, _ := selectScenarios(o.scenarios)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	// Everything below honours ctx; this is the backstop for anything that
+	// does not, so that a run always ends. Exiting kills the worlds'
+	// processes (they die with this process).
+	watchdog := time.AfterFunc(o.timeout+2*time.Minute, func() {
+		fmt.Fprintf(os.Stderr, "bench: still running %s after --timeout %s; exiting\n", 2*time.Minute, o.timeout)
+		os.Exit(3)
+	})
+	defer watchdog.Stop()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+
+	root, err := testworld.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := benchDir(o.keepDir)
+	if err != nil {
+		return err
+	}
+	keep := o.keepDir != ""
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
+	bin, err := testworld.Binaries(ctx)
+	if err != nil {
+		return err
+	}
+	nodeBinary := o.nodeBinary
+	if nodeBinary == "" {
+		if nodeBinary, err = fleet.BuildNode(ctx, dir); err != nil {
+			return err
+		}
+	}
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
+	nodeVersion := "built from this tree"
+	if o.nodeBinary != "" {
+		nodeVersion = "--node-binary " + o.nodeBinary
+	}
+	res := &results{
+		Command:    "go run ./hack/bench " + strings.Join(os.Args[1:], " "),
+		Placement:  map[bool]string{false: "shared", true: "pinned"}[o.pin],
+		Started:    time.Now(),
+		Machine:    describeMachine(),
+		Versions:   versions(ctx, bin, root),
+		LoadBefore: loadAverage(),
+		Modes:      map[mode]*modeResult{},
+		Options: map[string]string{
+			"replicas": strconv.Itoa(o.replicas), "runs": strconv.Itoa(o.runs), "members": strconv.Itoa(o.members),
+			"nodesPerCluster": strconv.Itoa(o.nodesPerCluster), "clientQPS": fmt.Sprint(o.clientQPS),
+			"clientBurst": strconv.Itoa(o.clientBurst), "probePods": strconv.Itoa(o.probePods),
+			"probeInterval": o.probeInterval.String(), "probeSettle": o.probeSettle.String(), "idleWindow": o.idleWindow.String(), "settle": o.settle.String(),
+		},
+	}
+	res.Versions["flotilla-node"] = nodeVersion
+	logf("%s cores, load %s, modes %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, o.modes, o.replicas, o.runs, dir)
+	for _, m := range modes {
+		mr, err := runMode(ctx, m, o, scenarios, bin, nodeBinary, filepath.Join(dir, string(m)), res.Placement, logf)
+		res.Modes[m] = mr
+		if err != nil {
+			mr.Error = err.Error()
+			res.Errors = append(res.Errors, fmt.Sprintf("%s: %v", m, err))
+			keep = true
+			logf("%s failed (files kept in %s): %v", m, dir, err)
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	res.Finished = time.Now()
+	res.LoadAfter = loadAverage()
+	res.finish()
+	res.printTable(os.Stdout)
+	fmt.Printf("load average before %s, after %s; took %s\n", res.LoadBefore, res.LoadAfter, res.Finished.Sub(res.Started).Round(time.Second))
+	if o.out != "" {
+		if err := res.write(o.out); err != nil {
+			return err
+		}
+		logf("results written to %s", o.out)
+	}
+	if len(res.Errors) > 0 {
+		return fmt.Errorf("%d mode(s) failed", len(res.Errors))
+	}
+	return nil
+}
+
+// runMode measures one mode in a world of its own: it starts the world,
+// samples flotilla-node idle, runs every applicable scenario --runs times
+// and stops the world.
+func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin testworld.Bin, nodeBinary, dir, placement string, logf func(string, ...any)) (*modeResult, error) {
+	mr := &modeResult{}
+	logf("%s: starting the world", m)
+	t, err := startTarget(ctx, m, o, bin, nodeBinary, dir, logf)
+	if err != nil {
+		return mr, err
+	}
+	defer func() {
+		if err := t.world.Stop(); err != nil {
+			logf("%s: %v", m, err)
+		}
+	}()
+	if err := t.meter.memory("idle", t.once); err != nil {
+		return mr, err
+	}
+	if err := t.meter.idle(ctx, o.idleWindow, "idle", t.once); err != nil {
+		return mr, err
+	}
+	for run := 1; run <= o.runs; run++ {
+		s := sample{}
+		var profiles func() error
+		if run == 1 && m == modeFlotilla && o.profileDir != "" {
+			profiles = profileNodes(ctx, t, o.profileDir, placement)
+		}
+		for _, sc := range scenarios {
+			if !sc.applies(m) {
+				continue
+			}
+			if err := sc.run(ctx, t, run, s); err != nil {
+				return mr, fmt.Errorf("run %d, %s: %w", run, sc.name(), err)
+			}
+		}
+		if profiles != nil {
+			if err := profiles(); err != nil {
+				logf("%s: profiles: %v", m, err)
+			}
+		}
+		if run == 1 {
+			for k, v := range t.once {
+				if _, ok := s[k]; !ok {
+					s[k] = v
+				}
+			}
+		}
+		mr.Runs = append(mr.Runs, s.clean())
+		logf("%s run %d: ready %.2fs (%.0f pods/s), deleted %.2fs", m, run, s["burst.ready_s"], s["burst.pods_per_s"], s["delete.gone_s"])
+	}
+	return mr, nil
+}

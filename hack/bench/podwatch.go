@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// podTimes records when the bench first saw a pod in each state.
+type podTimes struct {
+	Seen      time.Time // the pod exists
+	Scheduled time.Time // spec.nodeName is set
+	Ready     time.Time // Running with condition Ready=True
+	Unready   time.Time // not Ready any more after having been Ready
+	Gone      time.Time // deleted from the apiserver
+	Node      string
+	Namespace string
+}
+
+// notifier wakes waiters whenever any of the watches sharing it sees a
+// change.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{} // closed and replaced on every change
+}
+
+func newNotifier() *notifier { return &notifier{ch: make(chan struct{})} }
+
+// changed returns a channel that is closed at the next change.
+func (n *notifier) changed() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ch
+}
+
+func (n *notifier) notify() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.ch)
+	n.ch = make(chan struct{})
+}
+
+// podWatch follows the pods of one namespace and label selector in one
+// cluster through a single watch (no polling, so it adds no load beyond one
+// watch) and records per pod name when it reached each state.
+type podWatch struct {
+	cluster  string
+	now      func() time.Time
+	notifier *notifier
+
+	mu   sync.Mutex
+	pods map[string]*podTimes
+	stop context.CancelFunc
+}
+
+// watchPods starts a podWatch and returns once it has listed the pods that
+// exist already. Stop it when done. Watches that share n can be waited on
+// together as podWatches.
+func watchPods(ctx context.Context, c kubernetes.Interface, cluster, namespace, selector string, n *notifier, now func() time.Time) (*podWatch, error) {
+	w := &podWatch{cluster: cluster, now: now, notifier: n, pods: map[string]*podTimes{}}
+	lw := cache.NewFilteredListWatchFromClient(c.CoreV1().RESTClient(), "pods", namespace, func(o *metav1.ListOptions) {
+		o.LabelSelector = selector
+	})
+	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &corev1.Pod{},
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.observe(obj, false) },
+			UpdateFunc: func(_, obj any) { w.observe(obj, false) },
+			DeleteFunc: func(obj any) { w.observe(obj, true) },
+		},
+		Transform: func(obj any) (any, error) {
+			if m, err := meta.Accessor(obj); err == nil {
+				m.SetManagedFields(nil)
+			}
+			return obj, nil
+		},
+	})
+	wctx, cancel := context.WithCancel(context.Background())
+	w.stop = cancel
+	go ctrl.RunWithContext(wctx)
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+		cancel()
+		return nil, fmt.Errorf("watch pods %s in %s/%s: %w", selector, cluster, namespace, ctx.Err())
+	}
+	return w, nil
+}
+
+// Stop ends the watch.
+func (w *podWatch) Stop() { w.stop() }
+
+func (w *podWatch) observe(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := w.now()
+	defer w.notifier.notify()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.pods[pod.Name]
+	if t == nil {
+		t = &podTimes{Seen: now, Namespace: pod.Namespace}
+		w.pods[pod.Name] = t
+	}
+	if deleted {
+		if t.Gone.IsZero() {
+			t.Gone = now
+		}
+	} else {
+		if pod.Spec.NodeName != "" && t.Scheduled.IsZero() {
+			t.Scheduled, t.Node = now, pod.Spec.NodeName
+		}
+		ready := runningReady(pod)
+		if ready && t.Ready.IsZero() {
+			t.Ready = now
+		}
+		if !ready && !t.Ready.IsZero() && t.Unready.IsZero() {
+			t.Unready = now
+		}
+	}
+}
+
+// runningReady is what "the pod is up" means to a user: phase Running and
+// condition Ready=True.
+func runningReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podWatches are watches sharing one notifier, typically of the same
+// workload in several member clusters; pod names are unique across them.
+type podWatches []*podWatch
+
+// Stop ends every watch.
+func (ws podWatches) Stop() {
+	for _, w := range ws {
+		w.Stop()
+	}
+}
+
+// count returns how many pods satisfy f.
+func (ws podWatches) count(f func(*podTimes) bool) int {
+	n := 0
+	for _, w := range ws {
+		w.mu.Lock()
+		for _, t := range w.pods {
+			if f(t) {
+				n++
+			}
+		}
+		w.mu.Unlock()
+	}
+	return n
+}
+
+// times returns field of every pod that has it set, by pod name.
+func (ws podWatches) times(field func(*podTimes) time.Time) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, w := range ws {
+		w.mu.Lock()
+		for name, t := range w.pods {
+			if v := field(t); !v.IsZero() {
+				out[name] = v
+			}
+		}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+// latest returns the latest value of field over all pods, zero if none has it.
+func (ws podWatches) latest(field func(*podTimes) time.Time) time.Time {
+	var last time.Time
+	for _, t := range ws.times(field) {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// find returns the index of the watch that saw the pod called name and
+// what it recorded, or -1.
+func (ws podWatches) find(name string) (int, podTimes) {
+	for i, w := range ws {
+		w.mu.Lock()
+		t, ok := w.pods[name]
+		var c podTimes
+		if ok {
+			c = *t
+		}
+		w.mu.Unlock()
+		if ok {
+			return i, c
+		}
+	}
+	return -1, podTimes{}
+}
+
+// nodes returns how many pods were scheduled to each node.
+func (ws podWatches) nodes() map[string]int {
+	out := map[string]int{}
+	for _, w := range ws {
+		w.mu.Lock()
+		for _, t := range w.pods {
+			if t.Node != "" {
+				out[t.Node]++
+			}
+		}
+		w.mu.Unlock()
+	}
+	return out
+}
+
+// waitCount waits until at least n pods satisfy f. Every change wakes it,
+// so it notices the moment the watches do; the times recorded come from
+// the watches anyway.
+func (ws podWatches) waitCount(ctx context.Context, what string, n int, f func(*podTimes) bool) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	for {
+		changed := ws[0].notifier.changed() // before counting, so no change is missed
+		got := ws.count(f)
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %d pods %s in %s (have %d): %w", n, what, ws.clusters(), got, ctx.Err())
+		case <-changed:
+		}
+	}
+}
+
+func (ws podWatches) clusters() string {
+	var names []string
+	for _, w := range ws {
+		names = append(names, w.cluster)
+	}
+	return strings.Join(names, ",")
+}
+
+// Predicates on podTimes for waitCount.
+func isSeen(t *podTimes) bool      { return !t.Seen.IsZero() }
+func isScheduled(t *podTimes) bool { return !t.Scheduled.IsZero() }
+func isReady(t *podTimes) bool     { return !t.Ready.IsZero() }
+func isUnready(t *podTimes) bool   { return !t.Unready.IsZero() }
+func isGone(t *podTimes) bool      { return !t.Gone.IsZero() }
+
+// Field selectors on podTimes for times and latest.
+func seenAt(t *podTimes) time.Time      { return t.Seen }
+func scheduledAt(t *podTimes) time.Time { return t.Scheduled }
+func readyAt(t *podTimes) time.Time     { return t.Ready }
+func unreadyAt(t *podTimes) time.Time   { return t.Unready }
+func goneAt(t *podTimes) time.Time      { return t.Gone }

@@ -1,0 +1,277 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// results is everything one invocation measured, as written by --out.
+type results struct {
+	Command    string               `json:"command"`
+	Placement  string               `json:"placement"` // "shared" or "pinned"
+	Started    time.Time            `json:"started"`
+	Finished   time.Time            `json:"finished"`
+	Machine    machine              `json:"machine"`
+	Versions   map[string]string    `json:"versions"`
+	LoadBefore string               `json:"loadBefore"`
+	LoadAfter  string               `json:"loadAfter"`
+	Modes      map[mode]*modeResult `json:"modes"`
+	Ratios     map[string]ratioPair `json:"ratios"`
+	Derived    map[string]float64   `json:"derived,omitempty"`
+	Options    map[string]string    `json:"options"`
+	Errors     []string             `json:"errors,omitempty"`
+}
+
+// modeResult is one mode's runs and their per-metric medians.
+type modeResult struct {
+	Runs   []sample `json:"runs"`
+	Median sample   `json:"median"`
+	Error  string   `json:"error,omitempty"`
+}
+
+// ratioPair is a metric of flotilla relative to the two baselines.
+type ratioPair struct {
+	FlotillaNative float64 `json:"flotillaOverNative,omitempty"`
+	FlotillaDirect float64 `json:"flotillaOverDirect,omitempty"`
+}
+
+// row is one line of the printed table.
+type row struct {
+	label  string
+	key    string
+	format string
+	ratio  bool // print flotilla/native and flotilla/direct
+}
+
+// tableRows are the metrics printed, in order; the JSON has them all.
+var tableRows = []row{
+	{"burst: all pods Running+Ready (s)", "burst.ready_s", "%.2f", true},
+	{"burst: pods per second", "burst.pods_per_s", "%.1f", false},
+	{"burst: all pods created (s)", "burst.created_s", "%.2f", true},
+	{"burst: all pods scheduled (s)", "burst.scheduled_s", "%.2f", true},
+	{"burst: pod startup p50 (s)", "burst.pod_startup_p50_s", "%.2f", true},
+	{"burst: pod startup p99 (s)", "burst.pod_startup_p99_s", "%.2f", true},
+	{"burst: all member pods created (s)", "burst.member_created_s", "%.2f", false},
+	{"burst: all member pods Ready (s)", "burst.member_ready_s", "%.2f", false},
+	{"burst: status lag member→host p50 (s)", "burst.status_lag_p50_s", "%.3f", false},
+	{"burst: status lag member→host p99 (s)", "burst.status_lag_p99_s", "%.3f", false},
+	{"delete: all pods gone (s)", "delete.gone_s", "%.2f", true},
+	{"delete: all member pods gone (s)", "delete.member_gone_s", "%.2f", false},
+	{"propagation: status member→host p50 (s)", "propagation.status_p50_s", "%.3f", false},
+	{"propagation: status member→host p99 (s)", "propagation.status_p99_s", "%.3f", false},
+	{"propagation: delete host→member p50 (s)", "propagation.delete_p50_s", "%.3f", false},
+	{"propagation: delete host→member p99 (s)", "propagation.delete_p99_s", "%.3f", false},
+	{"propagation: host pod gone p99 (s)", "propagation.host_gone_p99_s", "%.3f", false},
+	{"api: writes per pod, all clusters", "api.writes_per_pod", "%.2f", true},
+	{"api: writes per pod, host", "api.host.writes_per_pod", "%.2f", false},
+	{"api: writes per pod, members", "api.member.writes_per_pod", "%.2f", false},
+	{"api: reads per pod, all clusters", "api.reads_per_pod", "%.2f", true},
+	{"cpu: all processes, CPU-s per 1000 pods", "cpu.total_per_1000_pods_s", "%.1f", true},
+	{"flotilla-node: CPU-s per 1000 pods", "footprint.node_cpu_per_1000_pods_s", "%.2f", false},
+	{"flotilla-node: CPU-s per 1000 pods, create", "footprint.node_cpu_create_per_1000_pods_s", "%.2f", false},
+	{"flotilla-node: CPU-s per 1000 pods, delete", "footprint.node_cpu_delete_per_1000_pods_s", "%.2f", false},
+	{"flotilla-node: idle CPU, no pods (millicores, sum)", "footprint.idle_node_millicores", "%.1f", false},
+	{"flotilla-node: idle CPU, burst pods (millicores, sum)", "footprint.loaded_node_millicores", "%.1f", false},
+	{"flotilla-node: RSS idle, no pods (MiB, largest)", "footprint.idle_node_rss_mib", "%.1f", false},
+	{"flotilla-node: RSS with burst pods (MiB, largest)", "footprint.loaded_node_rss_mib", "%.1f", false},
+	{"flotilla-node: peak RSS (MiB, largest)", "footprint.node_peak_rss_mib", "%.1f", false},
+	{"api: requests/s while idle, no pods", "footprint.idle_api_requests_per_s", "%.1f", false},
+	{"api: requests/s while idle, burst pods", "footprint.loaded_api_requests_per_s", "%.1f", false},
+}
+
+// finish computes medians, ratios and derived figures.
+func (r *results) finish() {
+	for _, mr := range r.Modes {
+		mr.Median = medianSample(mr.Runs)
+	}
+	r.Ratios = map[string]ratioPair{}
+	fl := r.median(modeFlotilla)
+	for _, row := range tableRows {
+		if !row.ratio {
+			continue
+		}
+		v, ok := fl[row.key]
+		if !ok {
+			continue
+		}
+		r.Ratios[row.key] = ratioPair{
+			FlotillaNative: ratio(v, r.median(modeNative), row.key),
+			FlotillaDirect: ratio(v, r.median(modeDirect), row.key),
+		}
+	}
+	r.Derived = map[string]float64{}
+	if d, ok := r.median(modeDirect)["api.writes_per_pod"]; ok {
+		if f, ok := fl["api.writes_per_pod"]; ok {
+			// What the member itself does for a pod is what a direct create
+			// costs; the rest is flotilla's.
+			r.Derived["api.extra_writes_per_forwarded_pod_vs_direct"] = f - d
+		}
+	}
+	if n, ok := r.median(modeNative)["api.writes_per_pod"]; ok {
+		if f, ok := fl["api.writes_per_pod"]; ok {
+			r.Derived["api.extra_writes_per_forwarded_pod_vs_native"] = f - n
+		}
+	}
+}
+
+func (r *results) median(m mode) sample {
+	if mr := r.Modes[m]; mr != nil && mr.Median != nil {
+		return mr.Median
+	}
+	return sample{}
+}
+
+func ratio(v float64, base sample, key string) float64 {
+	b, ok := base[key]
+	if !ok || b == 0 {
+		return 0
+	}
+	return v / b
+}
+
+// printTable writes the results as aligned text.
+func (r *results) printTable(out io.Writer) {
+	fmt.Fprintf(out, "\nflotilla benchmark — %s cores, %s, %s replicas, median of %s runs\n",
+		r.Placement, r.Options["members"]+" members", r.Options["replicas"], r.Options["runs"])
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "metric\tnative\tdirect\tflotilla\tfl/native\tfl/direct\t")
+	for _, row := range tableRows {
+		cells := make([]string, 0, 5)
+		any := false
+		for _, m := range allModes {
+			v, ok := r.median(m)[row.key]
+			any = any || ok
+			cells = append(cells, cell(row.format, v, ok))
+		}
+		if !any {
+			continue
+		}
+		rp, ok := r.Ratios[row.key]
+		cells = append(cells, cell("%.2f", rp.FlotillaNative, ok && rp.FlotillaNative != 0),
+			cell("%.2f", rp.FlotillaDirect, ok && rp.FlotillaDirect != 0))
+		fmt.Fprintf(tw, "%s\t%s\t\n", row.label, strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+	for _, k := range sortedKeys(r.Derived) {
+		fmt.Fprintf(out, "%s: %.2f\n", k, r.Derived[k])
+	}
+	r.printCPU(out)
+	for _, e := range r.Errors {
+		fmt.Fprintf(out, "ERROR: %s\n", e)
+	}
+}
+
+// printCPU writes the CPU seconds each process spent in the measured
+// burst phases (create and delete), which shows what bounds the burst.
+func (r *results) printCPU(out io.Writer) {
+	labels := map[string]bool{}
+	for _, m := range allModes {
+		for k := range r.median(m) {
+			if strings.HasPrefix(k, "cpu.") && strings.HasSuffix(k, "_s") && !strings.Contains(k, "per_1000") {
+				labels[k] = true
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nCPU seconds during the burst (create + delete phases), median:\n")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "process\tnative\tdirect\tflotilla\t")
+	for _, k := range sortedKeys(labels) {
+		cells := []string{}
+		for _, m := range allModes {
+			v, ok := r.median(m)[k]
+			cells = append(cells, cell("%.1f", v, ok))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\n", strings.TrimSuffix(strings.TrimPrefix(k, "cpu."), "_s"), strings.Join(cells, "\t"))
+	}
+	tw.Flush()
+}
+
+func cell(format string, v float64, ok bool) string {
+	if !ok || math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// clean drops values JSON cannot carry (NaN from an empty percentile).
+func (s sample) clean() sample {
+	for k, v := range s {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			delete(s, k)
+		}
+	}
+	return s
+}
+
+// write stores the results as indented JSON.
+func (r *results) write(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode results: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write results: %w", err)
+	}
+	return nil
+}
+
+// printMarkdown writes the medians and ratios as a Markdown table, for
+// BENCHMARKS.md.
+func (r *results) printMarkdown(out io.Writer) {
+	fmt.Fprintf(out, "| metric | native | direct | flotilla | flotilla/native | flotilla/direct |\n")
+	fmt.Fprintf(out, "|---|--:|--:|--:|--:|--:|\n")
+	for _, row := range tableRows {
+		cells := make([]string, 0, 5)
+		any := false
+		for _, m := range allModes {
+			v, ok := r.median(m)[row.key]
+			any = any || ok
+			cells = append(cells, cell(row.format, v, ok))
+		}
+		if !any {
+			continue
+		}
+		rp, ok := r.Ratios[row.key]
+		cells = append(cells, cell("%.2f", rp.FlotillaNative, ok && rp.FlotillaNative != 0),
+			cell("%.2f", rp.FlotillaDirect, ok && rp.FlotillaDirect != 0))
+		fmt.Fprintf(out, "| %s | %s |\n", row.label, strings.Join(cells, " | "))
+	}
+	if len(r.Derived) > 0 {
+		fmt.Fprintln(out)
+	}
+	for _, k := range sortedKeys(r.Derived) {
+		fmt.Fprintf(out, "- %s: %.2f\n", k, r.Derived[k])
+	}
+}
+
+// readResults loads results written by --out.
+func readResults(path string) (*results, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &results{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return r, nil
+}

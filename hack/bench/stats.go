@@ -1,0 +1,70 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// sample holds one run's measurements, keyed by metric name; names carry
+// their unit as a suffix (_s seconds, _mib, _millicores, _per_pod ...).
+type sample map[string]float64
+
+// median returns the median of vs, or NaN when there are none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// percentile returns the nearest-rank p-th percentile (0 < p <= 100) of
+// vs, or NaN when there are none: the smallest value that at least p% of
+// the values do not exceed.
+func percentile(vs []float64, p float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[max(rank, 1)-1]
+}
+
+// medianSample returns, per metric, the median over the runs that have it.
+func medianSample(runs []sample) sample {
+	values := map[string][]float64{}
+	for _, r := range runs {
+		for k, v := range r {
+			if !math.IsNaN(v) {
+				values[k] = append(values[k], v)
+			}
+		}
+	}
+	out := sample{}
+	for k, vs := range values {
+		out[k] = median(vs)
+	}
+	return out
+}
+
+// seconds converts a duration for a sample.
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// latencies returns end[k]-start[k] in seconds for every key in both maps
+// where end is set.
+func latencies(start, end map[string]time.Time) []float64 {
+	var out []float64
+	for k, t0 := range start {
+		if t1, ok := end[k]; ok && !t1.IsZero() {
+			out = append(out, t1.Sub(t0).Seconds())
+		}
+	}
+	return out
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"flotilla.io/flotilla/internal/fleet"
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// mode is one way of running the same workload.
+type mode string
+
+const (
+	// modeNative runs the workload in the host cluster on fake nodes of the
+	// members' total capacity, without flotilla: the single-cluster baseline.
+	modeNative mode = "native"
+	// modeDirect runs the workload directly in one member cluster.
+	modeDirect mode = "direct"
+	// modeFlotilla creates the workload in the host; flotilla forwards its
+	// pods through virtual nodes to the members.
+	modeFlotilla mode = "flotilla"
+)
+
+// allModes is the order the bench measures modes in.
+var allModes = []mode{modeNative, modeDirect, modeFlotilla}
+
+// benchNamespace is the namespace every workload runs in. It is created and
+// warmed up once per world, so that no run pays for a namespace's first use
+// (its ServiceAccount, flotilla's member namespace).
+const benchNamespace = "bench"
+
+// CPUs the clusters are pinned to with --pin.
+const (
+	hostCPU   = 0
+	memberCPU = 1
+)
+
+// target is a running world prepared for one mode: where the user creates
+// workloads, where flotilla forwards them, and what to measure.
+type target struct {
+	mode  mode
+	opts  *options
+	world *testworld.World
+	fleet *fleet.Fleet // flotilla mode only
+	// user is the cluster the user creates workloads in.
+	user *testworld.Cluster
+	// members are the clusters flotilla forwards to (flotilla mode only).
+	members []*testworld.Cluster
+	meter   *meter
+	logf    func(string, ...any)
+	// once holds measurements taken once per world (idle footprint).
+	once sample
+}
+
+// nodeSpecs returns count fake nodes named prefix-1..count, each able to
+// hold every pod of a run by itself, so that capacity never decides a
+// result.
+func nodeSpecs(prefix string, count, replicas int) []testworld.NodeSpec {
+	pods := resource.MustParse(strconv.Itoa(max(110, replicas+100)))
+	specs := make([]testworld.NodeSpec, count)
+	for i := range specs {
+		specs[i] = testworld.NodeSpec{
+			Name:        fmt.Sprintf("%s-%d", prefix, i+1),
+			Allocatable: corev1.ResourceList{corev1.ResourcePods: pods},
+		}
+	}
+	return specs
+}
+
+// worldConfig describes the world each mode needs. The control planes'
+// client limits are the same in every mode.
+func worldConfig(m mode, o *options, bin testworld.Bin, dir string, logf func(string, ...any)) testworld.Config {
+	cfg := testworld.Config{
+		Dir: dir, Bin: &bin, Logf: logf,
+		ClientQPS: o.clientQPS, ClientBurst: o.clientBurst,
+	}
+	switch m {
+	case modeNative:
+		cfg.HostNodes = nodeSpecs("host-node", o.members*o.nodesPerCluster, o.replicas)
+	case modeDirect:
+		cfg.Members = []testworld.ClusterConfig{{Name: "member-1", Nodes: nodeSpecs("member-1-node", o.nodesPerCluster, o.replicas)}}
+	case modeFlotilla:
+		for i := range o.members {
+			name := fmt.Sprintf("member-%d", i+1)
+			cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: nodeSpecs(name+"-node", o.nodesPerCluster, o.replicas)})
+		}
+	}
+	return cfg
+}
+
+// startTarget starts the world for m, deploys flotilla in flotilla mode,
+// pins the processes with --pin, and prepares the bench namespace. The
+// caller stops t.world.
+func startTarget(ctx context.Context, m mode, o *options, bin testworld.Bin, nodeBinary, dir string, logf func(string, ...any)) (*target, error) {
+	w, err := testworld.Start(ctx, worldConfig(m, o, bin, dir, logf))
+	if err != nil {
+		return nil, err
+	}
+	t := &target{mode: m, opts: o, world: w, logf: logf, once: sample{}}
+	fail := func(err error) (*target, error) {
+		if stopErr := w.Stop(); stopErr != nil {
+			logf("%v", stopErr)
+		}
+		return nil, err
+	}
+	switch m {
+	case modeNative:
+		t.user = w.Host()
+	case modeDirect:
+		t.user = w.Members()[0]
+	case modeFlotilla:
+		t.user, t.members = w.Host(), w.Members()
+		if t.fleet, err = deployFleet(ctx, w, o, nodeBinary); err != nil {
+			return fail(err)
+		}
+	}
+	if o.pin {
+		if err := t.pin(); err != nil {
+			return fail(err)
+		}
+	}
+	t.meter = newMeter(t)
+	if err := t.prepareNamespace(ctx); err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// deployFleet runs one flotilla-node per member. With --profile each gets a
+// pprof endpoint on a port of its own, which Deploy's shared arguments
+// cannot express, so the nodes are restarted with it.
+func deployFleet(ctx context.Context, w *testworld.World, o *options, nodeBinary string) (*fleet.Fleet, error) {
+	f, err := fleet.Deploy(ctx, w, nodeBinary, o.nodeArgs...)
+	if err != nil {
+		return nil, fmt.Errorf("deploy flotilla: %w", err)
+	}
+	if o.profileDir == "" {
+		return f, nil
+	}
+	for i, m := range w.Members() {
+		if err := f.Node(m.Name).Stop(); err != nil {
+			return nil, err
+		}
+		if _, err := f.StartNode(m.Name, "--profiling-address="+profilingAddress(i)); err != nil {
+			return nil, err
+		}
+		if err := f.WaitNodeReady(ctx, m.Name, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// profilingAddress is the pprof endpoint of the i-th member's flotilla-node,
+// on the loopback device of the world's private network namespace.
+func profilingAddress(i int) string { return "127.0.0.1:" + strconv.Itoa(16060+i) }
+
+// clusterProcesses returns the processes a cluster runs, by component.
+func clusterProcesses(c *testworld.Cluster) map[string]*testworld.Process {
+	out := map[string]*testworld.Process{}
+	for _, comp := range []string{testworld.ComponentEtcd, testworld.ComponentAPIServer,
+		testworld.ComponentControllerManager, testworld.ComponentScheduler, testworld.ComponentKwok} {
+		if p := c.Process(comp); p != nil {
+			out[comp] = p
+		}
+	}
+	return out
+}
+
+// pin puts the host's processes and flotilla-node on hostCPU and every
+// member's on memberCPU. In native and direct mode the measured cluster so
+// runs all its processes on one CPU; in flotilla mode the host side and the
+// member side each get a CPU of their own, as separate machines would.
+func (t *target) pin() error {
+	type pinning struct {
+		name string
+		pid  int
+		cpu  int
+	}
+	var ps []pinning
+	for comp, p := range clusterProcesses(t.world.Host()) {
+		ps = append(ps, pinning{t.world.Host().Name + "/" + comp, p.Pid(), hostCPU})
+	}
+	for _, m := range t.world.Members() {
+		for comp, p := range clusterProcesses(m) {
+			ps = append(ps, pinning{m.Name + "/" + comp, p.Pid(), memberCPU})
+		}
+		if t.fleet != nil {
+			ps = append(ps, pinning{"flotilla-node/" + m.Name, t.fleet.Node(m.Name).Pid(), hostCPU})
+		}
+	}
+	for _, p := range ps {
+		n, err := pinProcess(p.pid, p.cpu)
+		if err != nil {
+			return fmt.Errorf("pin %s: %w", p.name, err)
+		}
+		t.logf("pinned %s (pid %d, %d threads) to CPU %d", p.name, p.pid, n, p.cpu)
+	}
+	return nil
+}
+
+// prepareNamespace creates the bench namespace where the user works, waits
+// for its ServiceAccount, and runs a small Deployment to Ready and back to
+// zero so that every cluster involved has served the namespace once.
+func (t *target) prepareNamespace(ctx context.Context) error {
+	c := t.user.Client()
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s in %s: %w", benchNamespace, t.user.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.CoreV1().ServiceAccounts(benchNamespace).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for the default ServiceAccount of %s in %s: %w", benchNamespace, t.user.Name, err)
+	}
+	replicas := max(len(t.members), 1) * 2
+	if _, err := runDeployment(ctx, t, "warmup", replicas, nil); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
+}
+
+// benchDir returns a fresh directory for one invocation's worlds and
+// binaries.
+func benchDir(keep string) (string, error) {
+	if keep != "" {
+		dir := filepath.Join(keep, time.Now().Format("20060102-150405"))
+		return dir, os.MkdirAll(dir, 0o755)
+	}
+	return os.MkdirTemp("", "flotilla-bench-")
+}
