@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
@@ -191,6 +192,12 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		// Secrets and ConfigMaps are mirrored as objects, never inlined
 		// into the forwarded pod spec.
 		SkipDownwardAPIResolution: true,
+		// virtual-kubelet's default limiter adds a shared 10 qps bucket to
+		// each queue, which caps forwarding at ten pods a second after a
+		// burst of a hundred; failures still back off per pod.
+		SyncPodsFromKubernetesRateLimiter:    perItemBackoff(),
+		DeletePodsFromKubernetesRateLimiter:  perItemBackoff(),
+		SyncPodStatusFromProviderRateLimiter: perItemBackoff(),
 	})
 	if err != nil {
 		return nil, err
@@ -265,6 +272,12 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 	case <-nodeCtl.Ready():
 		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
 	}
+}
+
+// perItemBackoff retries a failing item with exponential backoff, with no
+// limit on how fast distinct items are processed.
+func perItemBackoff() workqueue.TypedRateLimiter[any] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second)
 }
 
 func ignoreClosed(err error) error {
