@@ -37,8 +37,7 @@ func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
 	m := &namespaceMirror{
 		p: p, hostNS: host.Lister(), memberNS: member.Lister(),
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "namespaces"}),
+		queue:  newKeyQueue("namespaces"),
 	}
 	enqueueHost := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -112,18 +111,7 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 	return nil
 }
 
-func (m *namespaceMirror) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		m.queue.ShutDown()
-	}()
-	// Until both caches are complete a namespace could look deleted in the
-	// host and its member copy, with every pod in it, would be deleted.
-	if !cache.WaitForCacheSync(ctx.Done(), m.synced...) {
-		return
-	}
-	runQueue(ctx, m.queue, m.sync)
-}
+func (m *namespaceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, m.sync) }
 
 // sync brings the member namespace of one host namespace in line with it.
 func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {

@@ -255,6 +255,26 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	wg.Wait()
 }
 
+// newKeyQueue returns a named queue of object keys whose failures back off per key.
+func newKeyQueue(name string) workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+}
+
+// runSynced works q with sync until ctx ends, starting only once every
+// cache is complete: before that, an object could look deleted on one side
+// and its mirror on the other would be deleted.
+func runSynced(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], synced []cache.InformerSynced, sync func(context.Context, string) error) {
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
+	runQueue(ctx, q, sync)
+}
+
 func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
 	for {
 		key, quit := q.Get()

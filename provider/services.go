@@ -43,8 +43,7 @@ func newServiceMirror(p *Provider) (*serviceMirror, error) {
 	m := &serviceMirror{
 		p: p, host: host.Lister(), member: member.Lister(), hostPods: p.cfg.HostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "services"}),
+		queue:  newKeyQueue("services"),
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -84,16 +83,7 @@ func (m *serviceMirror) podChanged(namespace string) {
 	}
 }
 
-func (m *serviceMirror) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		m.queue.ShutDown()
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), m.synced...) {
-		return
-	}
-	runQueue(ctx, m.queue, m.sync)
-}
+func (m *serviceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, m.sync) }
 
 // wanted reports whether any pod this virtual node runs matches the host
 // Service's selector.
