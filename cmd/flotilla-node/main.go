@@ -21,6 +21,7 @@ import (
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
@@ -60,6 +61,7 @@ type options struct {
 	logLevel         string
 	logFormat        string
 	profilingAddress string
+	anonymousAuth    bool
 }
 
 func main() {
@@ -82,6 +84,7 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "treat requests to the kubelet endpoint without credentials as user system:anonymous, still authorized by SubjectAccessReview, as a kubelet's --anonymous-auth does (the apiserver's pods/proxy, for one, calls without credentials); off: such requests get 401")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "extra labels for the virtual node")
 	fs.StringVar(&o.region, "region", "", "topology.kubernetes.io/region of the virtual node (default: uniform value of the member's nodes)")
 	fs.StringVar(&o.zone, "zone", "", "topology.kubernetes.io/zone of the virtual node (default: uniform value of the member's nodes)")
@@ -276,6 +279,12 @@ func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (nodeut
 		}
 		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
 			c.AuthnConfig.ClientCertificateCAContentProvider = ca
+			return nil
+		})
+	}
+	if o.anonymousAuth {
+		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
+			c.AuthnConfig.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true}
 			return nil
 		})
 	}
