@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fails, showing the difference, when the generated files (deepcopy
-# functions) are not what hack/update-codegen.sh produces from the current
-# API types. It regenerates into a temporary copy of the tree, so the working
-# tree is never touched.
+# functions, CRDs and the chart's copy of the CRDs) are not what
+# hack/update-codegen.sh produces from the current API types. It regenerates
+# into a temporary copy of the tree, so the working tree is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-GENERATED=(apis)
+GENERATED=(apis config/crd charts/flotilla-policy/crds)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
