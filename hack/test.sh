@@ -19,6 +19,7 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 go vet ./...
+bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
 # One package at a time: the test world of internal/testworld and the e2e
 # world would otherwise run side by side on two cores and, together, come
 # close to the default limit of 128 inotify instances per user.
