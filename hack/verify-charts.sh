@@ -2,8 +2,9 @@
 # Checks the charts: that what hack/update-charts.sh generates (the RBAC
 # copies, the README) is current and every value is documented, and that
 # `helm lint --strict` and `helm template` pass for each of the chart's
-# ci/*-values.yaml files. Also checks that the chart refuses to render
-# without member credentials. Builds helm and helm-docs first (cached).
+# ci/*-values.yaml files, and that the chart refuses to render without
+# member credentials or with inconsistent values. Builds helm and helm-docs
+# first (cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(bash hack/build-tools.sh)"
@@ -32,8 +33,18 @@ for values in "$chart"/ci/*-values.yaml; do
     fail "helm template $chart -f $values"
 done
 
-if out="$("$helm" template beijing "$chart" 2>&1)"; then
-  fail "$chart rendered without member credentials"
-fi
-grep -q "kubeconfig is required" <<<"$out" || fail "$chart without member credentials: unexpected error: $out"
+# refuse WANT ARGS...: the chart must not render with ARGS, saying WANT.
+refuse() {
+  local want="$1" out
+  shift
+  if out="$("$helm" template beijing "$chart" "$@" 2>&1)"; then
+    fail "$chart rendered with: $*"
+  fi
+  grep -qF -- "$want" <<<"$out" || fail "$chart with $*: want an error saying '$want', got: $out"
+}
+refuse "kubeconfig is required"
+refuse "not both" --set member.kubeconfig=x --set member.existingSecret=s
+refuse "must be a DNS subdomain" --set member.existingSecret=s --set cluster.name=Beijing_1
+refuse "set these per virtual cluster" -f "$chart/ci/partitions-values.yaml" --set node.region=east
+refuse "virtualClusters[0].name is required" --set member.existingSecret=s --set-json 'virtualClusters=[{"region":"east"}]'
 echo "verify-charts: ok" >&2
