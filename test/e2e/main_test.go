@@ -15,6 +15,7 @@ import (
 
 	"flotilla.io/flotilla/internal/fleet"
 	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/internal/tools"
 )
 
 // members are the member clusters every test can use; each has two kwok nodes.
@@ -24,10 +25,14 @@ var members = []string{"beijing", "hangzhou", "shenzhen"}
 var env *fleet.Fleet
 
 func TestMain(m *testing.M) {
-	// Build (or find cached) binaries before entering the private network
-	// namespace: inside it the module proxy is out of reach.
+	// Build (or find cached) binaries and tools (helm) before entering the
+	// private network namespace: inside it the module proxy is out of reach.
 	if !testworld.InNetns() {
 		if err := fleet.Prepare(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+		if _, err := tools.Build(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
