@@ -408,6 +408,7 @@ func describeWeights(w *v1alpha1.ClusterPreferences) string {
 // for a cluster-scoped policy.
 func validateOverrideSpec(spec *v1alpha1.OverrideSpec, policyNamespace string, p *field.Path) field.ErrorList {
 	errs := validateResourceSelectors(spec.ResourceSelectors, policyNamespace, p.Child("resourceSelectors"))
+	workloads := onlyWorkloads(spec.ResourceSelectors)
 	if len(spec.OverrideRules) > 0 {
 		if spec.TargetCluster != nil {
 			errs = append(errs, field.Forbidden(p.Child("targetCluster"), MsgRulesExclusive))
@@ -419,13 +420,55 @@ func validateOverrideSpec(spec *v1alpha1.OverrideSpec, policyNamespace string, p
 	for i := range spec.OverrideRules {
 		r, ip := &spec.OverrideRules[i], p.Child("overrideRules").Index(i)
 		errs = append(errs, validateClusterAffinity(r.TargetCluster, ip.Child("targetCluster"))...)
-		errs = append(errs, validateOverriders(&r.Overriders, ip.Child("overriders"))...)
+		errs = append(errs, validateOverriders(&r.Overriders, workloads, ip.Child("overriders"))...)
 	}
 	errs = append(errs, validateClusterAffinity(spec.TargetCluster, p.Child("targetCluster"))...)
 	if spec.Overriders != nil {
-		errs = append(errs, validateOverriders(spec.Overriders, p.Child("overriders"))...)
+		errs = append(errs, validateOverriders(spec.Overriders, workloads, p.Child("overriders"))...)
 	}
 	return errs
+}
+
+// podTemplatePath is where a workload keeps the template of its pods; empty
+// for kinds that are not workloads. (The override package maps paths with
+// the same table.)
+func podTemplatePath(apiVersion, kind string) string {
+	switch apiVersion + " " + kind {
+	case "apps/v1 Deployment", "apps/v1 ReplicaSet", "apps/v1 StatefulSet", "apps/v1 DaemonSet", "batch/v1 Job":
+		return "/spec/template"
+	case "batch/v1 CronJob":
+		return "/spec/jobTemplate/spec/template"
+	}
+	return ""
+}
+
+// onlyWorkloads returns the selectors when they select only workloads, and
+// nil when they also select objects that are forwarded as themselves (or
+// everything, when there are none).
+func onlyWorkloads(selectors []v1alpha1.ResourceSelector) []v1alpha1.ResourceSelector {
+	for _, rs := range selectors {
+		if podTemplatePath(rs.APIVersion, rs.Kind) == "" {
+			return nil
+		}
+	}
+	return selectors
+}
+
+// reachesPods rejects a path that no pod of the workloads has: flotilla
+// forwards a workload's pods, never the workload, so a path such as
+// /spec/replicas has nothing to change.
+func reachesPods(workloads []v1alpha1.ResourceSelector, path string, p *field.Path) field.ErrorList {
+	if path == "/metadata" || strings.HasPrefix(path, "/metadata/") {
+		return nil
+	}
+	for _, rs := range workloads {
+		if prefix := podTemplatePath(rs.APIVersion, rs.Kind); !strings.HasPrefix(path, prefix+"/") {
+			return field.ErrorList{field.Invalid(p, path, fmt.Sprintf(
+				"flotilla forwards a %s's pods, not the %s: only paths under /metadata/ and %s/ reach them",
+				rs.Kind, rs.Kind, prefix))}
+		}
+	}
+	return nil
 }
 
 func emptyOverriders(o *v1alpha1.Overriders) bool {
@@ -434,16 +477,18 @@ func emptyOverriders(o *v1alpha1.Overriders) bool {
 		len(o.FieldOverrider) == 0
 }
 
-func validateOverriders(o *v1alpha1.Overriders, p *field.Path) field.ErrorList {
+// validateOverriders checks one rule's overriders; workloads are the
+// policy's selectors when it selects only workloads.
+func validateOverriders(o *v1alpha1.Overriders, workloads []v1alpha1.ResourceSelector, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(o.FieldOverrider) > 0 {
 		errs = append(errs, field.Forbidden(p.Child("fieldOverrider"), MsgNotSupported))
 	}
 	for i := range o.Plaintext {
-		errs = append(errs, validatePlaintext(&o.Plaintext[i], p.Child("plaintext").Index(i))...)
+		errs = append(errs, validatePlaintext(&o.Plaintext[i], workloads, p.Child("plaintext").Index(i))...)
 	}
 	for i := range o.ImageOverrider {
-		errs = append(errs, validateImageOverrider(&o.ImageOverrider[i], p.Child("imageOverrider").Index(i))...)
+		errs = append(errs, validateImageOverrider(&o.ImageOverrider[i], workloads, p.Child("imageOverrider").Index(i))...)
 	}
 	for i := range o.CommandOverrider {
 		errs = append(errs, validateCommandArgs(&o.CommandOverrider[i], p.Child("commandOverrider").Index(i))...)
@@ -496,21 +541,17 @@ var jsonPointer = regexp.MustCompile(`^(/([^~/]|~[01])*)+$`)
 // that it can find the object again. /status belongs to the member.
 var reservedPaths = []string{"/apiVersion", "/kind", "/metadata", "/metadata/name", "/metadata/generateName", "/metadata/namespace", "/metadata/uid"}
 
-func validatePlaintext(o *v1alpha1.PlaintextOverrider, p *field.Path) field.ErrorList {
+func validatePlaintext(o *v1alpha1.PlaintextOverrider, workloads []v1alpha1.ResourceSelector, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	switch {
 	case !jsonPointer.MatchString(o.Path):
 		errs = append(errs, field.Invalid(p.Child("path"), o.Path, MsgJSONPointer))
 	case sets.New(reservedPaths...).Has(o.Path) || o.Path == "/status" || strings.HasPrefix(o.Path, "/status/"):
 		errs = append(errs, field.Forbidden(p.Child("path"), "flotilla keeps this field: it identifies the object or belongs to the member cluster"))
+	case flotillaKeyPath(o.Path):
+		errs = append(errs, field.Forbidden(p.Child("path"), "keys under "+wellknown.Prefix+" are flotilla's own"))
 	default:
-		segs := strings.Split(o.Path, "/")
-		for i := 1; i+1 < len(segs); i++ {
-			if (segs[i] == "labels" || segs[i] == "annotations") && strings.HasPrefix(unescape(segs[i+1]), wellknown.Prefix) {
-				errs = append(errs, field.Forbidden(p.Child("path"), "keys under "+wellknown.Prefix+" are flotilla's own"))
-				break
-			}
-		}
+		errs = append(errs, reachesPods(workloads, o.Path, p.Child("path"))...)
 	}
 	hasValue := o.Value != nil && len(o.Value.Raw) > 0
 	switch o.Operator {
@@ -528,6 +569,18 @@ func validatePlaintext(o *v1alpha1.PlaintextOverrider, p *field.Path) field.Erro
 		errs = append(errs, field.NotSupported(p.Child("operator"), o.Operator, allOperators))
 	}
 	return errs
+}
+
+// flotillaKeyPath reports whether a path leads to a label or annotation
+// under flotilla.io/.
+func flotillaKeyPath(path string) bool {
+	segs := strings.Split(path, "/")
+	for i := 1; i+1 < len(segs); i++ {
+		if (segs[i] == "labels" || segs[i] == "annotations") && strings.HasPrefix(unescape(segs[i+1]), wellknown.Prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func unescape(seg string) string {
@@ -548,10 +601,14 @@ var (
 	digestRe       = regexp.MustCompile(`^[a-z0-9]+([+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$`)
 )
 
-func validateImageOverrider(o *v1alpha1.ImageOverrider, p *field.Path) field.ErrorList {
+func validateImageOverrider(o *v1alpha1.ImageOverrider, workloads []v1alpha1.ResourceSelector, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if o.Predicate != nil && !jsonPointer.MatchString(o.Predicate.Path) {
-		errs = append(errs, field.Invalid(p.Child("predicate", "path"), o.Predicate.Path, MsgJSONPointer))
+	if o.Predicate != nil {
+		if !jsonPointer.MatchString(o.Predicate.Path) {
+			errs = append(errs, field.Invalid(p.Child("predicate", "path"), o.Predicate.Path, MsgJSONPointer))
+		} else {
+			errs = append(errs, reachesPods(workloads, o.Predicate.Path, p.Child("predicate", "path"))...)
+		}
 	}
 	switch o.Component {
 	case v1alpha1.Registry, v1alpha1.Repository, v1alpha1.Tag:

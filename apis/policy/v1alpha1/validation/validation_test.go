@@ -380,6 +380,7 @@ func TestValidateOverridePolicy(t *testing.T) {
 		},
 		"plaintext paths": {
 			change: func(p *v1alpha1.OverridePolicy) {
+				p.Spec.ResourceSelectors = nil
 				rule0(p).Plaintext = []v1alpha1.PlaintextOverrider{
 					{Path: "spec/replicas", Operator: v1alpha1.OverriderOpReplace, Value: rawJSON("3")},
 					{Path: "/spec/a~2b", Operator: v1alpha1.OverriderOpRemove},
@@ -398,6 +399,7 @@ func TestValidateOverridePolicy(t *testing.T) {
 		},
 		"plaintext operators and values": {
 			change: func(p *v1alpha1.OverridePolicy) {
+				p.Spec.ResourceSelectors = nil
 				rule0(p).Plaintext = []v1alpha1.PlaintextOverrider{
 					{Path: "/spec/replicas", Operator: v1alpha1.OverriderOpReplace},
 					{Path: "/spec/replicas", Operator: v1alpha1.OverriderOpRemove, Value: rawJSON("3")},
@@ -462,6 +464,28 @@ func TestValidateOverridePolicy(t *testing.T) {
 				path + `labelsOverrider[0].value: Invalid value: "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
 				path + "labelsOverrider[0].value[flotilla.io/cluster]: Forbidden: keys under flotilla.io/ are flotilla's own",
 				path + `annotationsOverrider[0].operator: Unsupported value: "merge": supported values: "add", "remove", "replace"`,
+			},
+		},
+		"paths a workload's pods cannot have": {
+			change: func(p *v1alpha1.OverridePolicy) {
+				p.Spec.ResourceSelectors = append(p.Spec.ResourceSelectors, v1alpha1.ResourceSelector{APIVersion: "batch/v1", Kind: "CronJob"})
+				rule0(p).Plaintext = []v1alpha1.PlaintextOverrider{
+					{Path: "/spec/replicas", Operator: v1alpha1.OverriderOpReplace, Value: rawJSON("3")},
+					{Path: "/metadata/labels/region", Operator: v1alpha1.OverriderOpAdd, Value: rawJSON(`"cn"`)},
+					{Path: "/spec/template/spec/hostNetwork", Operator: v1alpha1.OverriderOpAdd, Value: rawJSON("true")},
+				}
+				rule0(p).ImageOverrider[2].Predicate.Path = "/spec/jobTemplate/spec/template/spec/containers/0/image"
+			},
+			want: []string{
+				path + `plaintext[0].path: Invalid value: "/spec/replicas": flotilla forwards a Deployment's pods, not the Deployment: only paths under /metadata/ and /spec/template/ reach them`,
+				path + `plaintext[2].path: Invalid value: "/spec/template/spec/hostNetwork": flotilla forwards a CronJob's pods, not the CronJob: only paths under /metadata/ and /spec/jobTemplate/spec/template/ reach them`,
+				path + `imageOverrider[2].predicate.path: Invalid value: "/spec/jobTemplate/spec/template/spec/containers/0/image": flotilla forwards a Deployment's pods, not the Deployment: only paths under /metadata/ and /spec/template/ reach them`,
+			},
+		},
+		"any path when a selector is not a workload": {
+			change: func(p *v1alpha1.OverridePolicy) {
+				p.Spec.ResourceSelectors = append(p.Spec.ResourceSelectors, v1alpha1.ResourceSelector{APIVersion: "v1", Kind: "ConfigMap"})
+				rule0(p).Plaintext = []v1alpha1.PlaintextOverrider{{Path: "/data/upstream", Operator: v1alpha1.OverriderOpReplace, Value: rawJSON(`"x"`)}}
 			},
 		},
 		"selector of another namespace": {
