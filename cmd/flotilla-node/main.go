@@ -195,6 +195,7 @@ func run() error {
 	}
 	return agent.Run(ctx, agent.Config{
 		HostClient:      hostClient,
+		HostConfig:      hostCfg,
 		MemberClient:    memberClient,
 		MemberConfig:    memberCfg,
 		Installation:    installation,

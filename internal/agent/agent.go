@@ -42,7 +42,10 @@ import (
 
 // Config holds what an agent needs; all fields but the tuning ones are required.
 type Config struct {
-	HostClient   kubernetes.Interface
+	HostClient kubernetes.Interface
+	// HostConfig, when set, lets the agent read the host's override
+	// policies and apply them to the pods it forwards.
+	HostConfig   *rest.Config
 	MemberClient kubernetes.Interface
 	// MemberConfig is used for streaming calls (exec, attach, port-forward).
 	MemberConfig *rest.Config
@@ -94,9 +97,19 @@ func Run(ctx context.Context, cfg Config) error {
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
 
+	var ovr provider.Overrides
+	if cfg.HostConfig != nil {
+		nodes := hostInformers.Core().V1().Nodes().Lister()
+		o, err := startOverrides(ctx, cfg.HostConfig, nodes)
+		if err != nil {
+			return fmt.Errorf("override policies: %w", err)
+		}
+		ovr = o
+	}
+
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, ovr)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -127,7 +140,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, ovr provider.Overrides) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:           vc.Name,
@@ -177,6 +190,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		Partition:       vc.NodeSelector,
 		StatusWorkers:   cfg.StatusWorkers,
 		Events:          events,
+		Overrides:       ovr,
 	})
 	if err != nil {
 		return nil, err

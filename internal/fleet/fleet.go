@@ -45,14 +45,19 @@ func BuildNode(ctx context.Context, dir string) (string, error) {
 }
 
 func buildNode(ctx context.Context, out string) (string, error) {
+	return build(ctx, "flotilla-node", out)
+}
+
+// build compiles cmd/<name> into out.
+func build(ctx context.Context, name, out string) (string, error) {
 	root, err := testworld.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/flotilla-node")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build flotilla-node: %w\n%s", err, b)
+		return "", fmt.Errorf("build %s: %w\n%s", name, err, b)
 	}
 	return out, nil
 }
@@ -95,6 +100,12 @@ func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArg
 func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, members []string, extraArgs ...string) (*Fleet, error) {
 	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs,
 		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
+	// The policy API is installed first, as the flotilla-policy chart
+	// would be, so that flotilla-node applies override policies from its
+	// start (it also finds an API installed later, within a minute).
+	if err := installCRDs(ctx, w.Host()); err != nil {
+		return nil, err
+	}
 	host := w.Host().Client()
 	if err := apply(ctx, host, rbac.HostClusterRole()); err != nil {
 		return nil, fmt.Errorf("host ClusterRole: %w", err)
