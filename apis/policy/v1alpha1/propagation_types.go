@@ -75,11 +75,11 @@ type ClusterPropagationPolicyList struct {
 
 // PropagationSpec is the desired placement of the templates a policy selects.
 //
-// The fields after placement are Karmada's. flotilla accepts those whose
-// stated value is what it does anyway and rejects every other value, and
-// every field it does not implement, with a message naming the field: the
-// apiserver would otherwise prune an unknown field and the policy would
-// silently mean something else than its author wrote.
+// Of Karmada's other fields, flotilla accepts those whose stated value is
+// what it does anyway and rejects every other value, and every field it
+// does not implement, with a message naming the field: the apiserver would
+// otherwise prune an unknown field and the policy would silently mean
+// something else than its author wrote.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.propagateDeps) || self.propagateDeps",fieldPath=".propagateDeps",reason="FieldValueForbidden",message="false is not supported by flotilla: the ConfigMaps, Secrets and ServiceAccounts a forwarded pod uses always follow it to its cluster"
 // +kubebuilder:validation:XValidation:rule="!has(self.association) || self.association",fieldPath=".association",reason="FieldValueForbidden",message="false is not supported by flotilla: the ConfigMaps, Secrets and ServiceAccounts a forwarded pod uses always follow it to its cluster"
