@@ -1,9 +1,10 @@
 // Package propagation is the placement logic of PropagationPolicies: from a
 // policy's placement, the clusters (virtual nodes) and a workload template,
 // it decides which clusters run the template and how many replicas each
-// runs (Place). It is pure: no clients, no clock, no state. policyctl
-// gathers the inputs, calls it, and turns the results into pod constraints
-// and status.
+// runs (Place), and it orders replicas so that scaling up (Next) and down
+// (DeletionCost) follows that decision. It is pure: no clients, no clock,
+// no state. policyctl gathers the inputs, calls it, and turns the results
+// into pod constraints, annotations and status.
 //
 // # Placement
 //
@@ -46,7 +47,13 @@
 // clusters by capacity, largest first, each filled before the next.
 //
 // The division for n replicas is the order's first n replicas, so it only
-// ever grows by one replica from n to n+1.
+// ever grows by one replica from n to n+1. DeletionCost is minus a
+// replica's position: a ReplicaSet that deletes the lowest costs first
+// takes any count of replicas down to any smaller one, in one step, to
+// exactly the division for that count. Next sends a new replica to the
+// cluster furthest below its target, and past the targets to the next
+// replica in the order. Together they let the host's own workload
+// controllers converge on a decision one pod at a time.
 //
 // # Where flotilla differs from Karmada
 //
