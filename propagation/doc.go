@@ -1,10 +1,11 @@
 // Package propagation is the placement logic of PropagationPolicies: from a
 // policy's placement, the clusters (virtual nodes) and a workload template,
 // it decides which clusters run the template and how many replicas each
-// runs (Place), and it orders replicas so that scaling up (Next) and down
-// (DeletionCost) follows that decision. It is pure: no clients, no clock,
-// no state. policyctl gathers the inputs, calls it, and turns the results
-// into pod constraints, annotations and status.
+// runs (Place); it orders replicas so that scaling up (Next) and down
+// (DeletionCost) follows that decision; and it picks the policy that wins
+// when several select one template (Select). It is pure: no clients, no
+// clock, no state. policyctl gathers the inputs, calls it, and turns the
+// results into pod constraints, annotations and status.
 //
 // # Placement
 //
@@ -66,4 +67,6 @@
 //     hold the replicas, then shares replicas among them by capacity.
 //   - Place is stateless, like Karmada's Fresh reassignment: it does not
 //     prefer the clusters replicas ran in before.
+//   - Select always returns the best policy; Karmada, without preemption,
+//     keeps a template with the policy that claimed it first.
 package propagation
