@@ -22,10 +22,12 @@
 //     when all weigh 1 (Karmada's rule). Without weightPreference all weigh
 //     1; with dynamicWeight AvailableReplicas, and under Aggregated, a
 //     cluster weighs the replicas it can hold.
-//  3. Spread: spreadConstraints narrow the clusters to at most maxGroups
-//     groups per constraint, preferring the groups that can hold the most
-//     replicas, and fail with fewer than minGroups to choose from (see
-//     spread for the details).
+//  3. Spread: each spreadConstraint, widest grouping first (provider,
+//     region, zone, label, then cluster), keeps at most maxGroups groups,
+//     those that can hold the most replicas, and fails with fewer than
+//     minGroups groups to choose from. A cluster without the field or label
+//     is in no group. Clusters are kept one per coarser group in turn, and
+//     every minGroups is checked again on the clusters finally kept.
 //  4. Fit: a cluster holds floor(available/requested) replicas, the least
 //     over the requested resources and "pods". Duplicated needs each
 //     selected cluster to hold all replicas, Divided needs them together to.
