@@ -35,7 +35,10 @@ func Prepare(ctx context.Context) error {
 	if _, err := testworld.Binaries(ctx); err != nil {
 		return err
 	}
-	_, err := buildNode(ctx, os.DevNull)
+	if _, err := buildNode(ctx, os.DevNull); err != nil {
+		return err
+	}
+	_, err := build(ctx, "flotilla-policy", os.DevNull)
 	return err
 }
 
@@ -73,6 +76,10 @@ type Fleet struct {
 	mu    sync.Mutex
 	nodes map[string]*testworld.Process
 	ports map[string]int
+	// policy is flotilla-policy's process and webhook port, kept across
+	// restarts so that the registered webhooks stay valid.
+	policy     *testworld.Process
+	policyPort int
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
