@@ -21,6 +21,7 @@ import (
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
@@ -172,11 +173,9 @@ func run() error {
 	}
 	installation := o.installation
 	if installation == "" {
-		ns, err := hostClient.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
+		if installation, err = hostIdentity(ctx, hostClient); err != nil {
+			return err
 		}
-		installation = string(ns.UID)
 	}
 	nodeIP := o.nodeIP
 	if nodeIP == "" {
@@ -266,6 +265,30 @@ func servingCert(o *options, nodeIP string) (tls.Certificate, error) {
 		return tls.Certificate{}, fmt.Errorf("generate serving certificate: %w", err)
 	}
 	return tls.X509KeyPair(certPEM, keyPEM)
+}
+
+// hostIdentity is the UID of the host's kube-system namespace. It retries
+// for a while: a role bound at the same time as flotilla-node starts (one
+// Helm release) takes a moment to reach the apiserver's authorizer.
+func hostIdentity(ctx context.Context, host kubernetes.Interface) (string, error) {
+	var uid string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ns, err := host.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		uid = string(ns.UID)
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
+		return "", fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
+	}
+	return uid, nil
 }
 
 // kubeletAuth authenticates callers of the kubelet endpoint by client

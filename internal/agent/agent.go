@@ -284,6 +284,9 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 	select {
 	case <-ctx.Done():
 	case <-nodeCtl.Ready():
+		if err := syncTaints(ctx, cfg.HostClient, vn.nodes.Node()); err != nil {
+			log.G(ctx).WithError(err).Warn("cannot set the configured taints on the virtual node")
+		}
 		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
 	}
 }

@@ -72,6 +72,8 @@ type Fleet struct {
 	NodeBinary string
 	// ExtraArgs are added to every flotilla-node's command line.
 	ExtraArgs []string
+	// MemberArgs are added to the command line of one member's flotilla-node.
+	MemberArgs map[string][]string
 
 	mu    sync.Mutex
 	nodes map[string]*testworld.Process
@@ -105,7 +107,12 @@ func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArg
 // DeployOnly is Deploy starting flotilla-node for the named members only;
 // the others get their roles and can be started later with StartNode.
 func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, members []string, extraArgs ...string) (*Fleet, error) {
-	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs,
+	return DeployWith(ctx, w, nodeBinary, members, nil, extraArgs...)
+}
+
+// DeployWith is DeployOnly with arguments for single members' flotilla-nodes.
+func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, members []string, memberArgs map[string][]string, extraArgs ...string) (*Fleet, error) {
+	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs, MemberArgs: memberArgs,
 		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
 	// The policy API is installed first, as the flotilla-policy chart
 	// would be, so that flotilla-node applies override policies from its
@@ -182,7 +189,7 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--client-ca-file=" + f.World.Host().CAFile,
 		"--member-health-interval=1s",
 	}
-	args = append(append(args, f.ExtraArgs...), extraArgs...)
+	args = append(append(append(args, f.ExtraArgs...), f.MemberArgs[member]...), extraArgs...)
 	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)
