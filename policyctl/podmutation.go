@@ -17,7 +17,9 @@ const (
 	// TemplateAnnotation is the UID of the pod's template, by which the
 	// webhook counts a template's pods.
 	TemplateAnnotation = "policy.flotilla.io/template-uid"
-	// ClusterAnnotation is the cluster a Divided template's pod was assigned.
+	// ClusterAnnotation is the one cluster a pod was placed in: assigned
+	// to a Divided template's pod, or where a Duplicated template or its
+	// copy runs.
 	ClusterAnnotation = "policy.flotilla.io/cluster"
 	// AssignmentAnnotation identifies one assignment, so the webhook can
 	// tell when the pod cache has caught up with it.
@@ -81,6 +83,9 @@ func place(pod *corev1.Pod, p podPlacement) {
 	}
 	pod.Annotations[PlacementAnnotation] = p.policy
 	pod.Annotations[TemplateAnnotation] = p.template
+	if len(clusters) == 1 {
+		pod.Annotations[ClusterAnnotation] = clusters[0]
+	}
 	if p.assigned != "" {
 		pod.Annotations[ClusterAnnotation] = p.assigned
 		pod.Annotations[AssignmentAnnotation] = p.assignmentID

@@ -30,7 +30,7 @@ func TestPlace(t *testing.T) {
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{in("beijing")}}}}}},
 			},
-			ann: map[string]string{PlacementAnnotation: "PropagationPolicy/web/p", TemplateAnnotation: "uid-1"},
+			ann: map[string]string{PlacementAnnotation: "PropagationPolicy/web/p", TemplateAnnotation: "uid-1", ClusterAnnotation: "beijing"},
 		},
 		"divided: the one assigned cluster, ANDed into each of the pod's own terms": {
 			spec: corev1.PodSpec{

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -38,9 +39,10 @@ const ConditionReady = "Ready"
 // templates that were admitted unplaced. It is level-based: whatever
 // changed, it recomputes the whole status of one policy.
 type policyReconciler struct {
-	client   client.Client
-	placer   *placer
-	recorder events.EventRecorder
+	client    client.Client
+	placer    *placer
+	recorder  events.EventRecorder
+	rebalance *rebalancer
 	// newPolicy returns an empty policy of the reconciled kind.
 	newPolicy func() client.Object
 }
@@ -54,6 +56,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	spec, status := specAndStatus(pol)
 	var templates []policyv1alpha1.TemplatePlacement
 	var problems []string
+	var requeue time.Duration
 	for _, tpl := range r.selected(ctx, pol, spec) {
 		c, err := r.placer.policyFor(ctx, tpl)
 		if err != nil || c.obj.GetUID() != pol.GetUID() {
@@ -93,6 +96,15 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		if err := r.syncDerived(ctx, tpl, derivedFor); err != nil {
 			return ctrl.Result{}, err
 		}
+		if err == nil {
+			wait, err := r.converge(ctx, tpl, pl)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if wait > 0 && (requeue == 0 || wait < requeue) {
+				requeue = wait
+			}
+		}
 		templates = append(templates, tp)
 	}
 	slices.SortFunc(templates, func(a, b policyv1alpha1.TemplatePlacement) int {
@@ -109,7 +121,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	meta.SetStatusCondition(&next.Conditions, cond)
 	if equality.Semantic.DeepEqual(next, status) {
-		return ctrl.Result{}, nil
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
 	*status = *next
 	if err := r.client.Status().Update(ctx, pol); err != nil && !apierrors.IsConflict(err) {
@@ -117,7 +129,7 @@ func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	} else if err != nil {
 		return ctrl.Result{Requeue: true}, nil
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func specAndStatus(pol client.Object) (*policyv1alpha1.PropagationSpec, *policyv1alpha1.PropagationPolicyStatus) {

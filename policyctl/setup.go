@@ -3,9 +3,11 @@ package policyctl
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,8 +27,18 @@ const (
 	PolicyWebhookPath = "/validate-policy-flotilla-io-v1alpha1"
 )
 
+// Options tune the policy controller.
+type Options struct {
+	// RebalanceInterval is the least time between two evictions that move
+	// one template's replicas toward its decision.
+	RebalanceInterval time.Duration
+}
+
 // Setup registers the policy reconcilers and webhooks with mgr.
-func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts Options) error {
+	if opts.RebalanceInterval <= 0 {
+		opts.RebalanceInterval = 10 * time.Second
+	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, templateIndex, func(o client.Object) []string {
 		if uid := o.GetAnnotations()[TemplateAnnotation]; uid != "" {
 			return []string{uid}
@@ -37,6 +49,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger) error 
 	}
 	pl := newPlacer(mgr.GetCache())
 	recorder := mgr.GetEventRecorder("flotilla-policy")
+	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
 
 	for _, kind := range []struct {
 		name      string
@@ -58,7 +71,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger) error 
 			return requests(objects(l.Items))
 		}},
 	} {
-		r := &policyReconciler{client: mgr.GetClient(), placer: pl, recorder: recorder, newPolicy: kind.newPolicy}
+		r := &policyReconciler{client: mgr.GetClient(), placer: pl, recorder: recorder, rebalance: rb, newPolicy: kind.newPolicy}
 		byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return kind.list(ctx, o.GetNamespace())
 		})

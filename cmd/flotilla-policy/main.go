@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
@@ -35,6 +36,7 @@ type options struct {
 	probeAddress    string
 	logLevel        string
 	logFormat       string
+	rebalance       time.Duration
 }
 
 func main() {
@@ -55,6 +57,7 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's own)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "address of the /metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddress, "health-probe-bind-address", "0", "address of /healthz and /readyz; 0 disables them")
+	fs.DurationVar(&o.rebalance, "rebalance-interval", 10*time.Second, "least time between two evictions that move one workload's replicas toward its placement (after a policy change or a cluster loss); PodDisruptionBudgets are honoured")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -118,7 +121,7 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	if err := policyctl.Setup(ctx, mgr, log); err != nil {
+	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance}); err != nil {
 		return err
 	}
 	if o.probeAddress != "0" {

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -290,41 +291,7 @@ func TestDividedRollingUpdate(t *testing.T) {
 	waitSplit(t, ns, "web", map[string]int{"beijing": 4, "hangzhou": 2})
 
 	// Watch every pod while the rollout runs: never fewer than 5 Ready.
-	w, err := hostClient().CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	ready := map[string]bool{}
-	pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range pods.Items {
-		ready[pods.Items[i].Name] = podReady(&pods.Items[i]) && pods.Items[i].DeletionTimestamp == nil
-	}
-	minReady := 6
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			ready[p.Name] = ev.Type != watch.Deleted && podReady(p) && p.DeletionTimestamp == nil
-			n := 0
-			for _, r := range ready {
-				if r {
-					n++
-				}
-			}
-			minReady = min(minReady, n)
-			if n == 6 && allNewImage(t, ns) {
-				return
-			}
-		}
-	}()
+	lowest := watchMinReady(t, ns, "web")
 	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.28"}]}}}}`
 	if _, err := hostClient().AppsV1().Deployments(ns).Patch(t.Context(), "web", "application/strategic-merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -339,9 +306,7 @@ func TestDividedRollingUpdate(t *testing.T) {
 			fmt.Sprintf("%+v", s), nil
 	})
 	waitSplit(t, ns, "web", map[string]int{"beijing": 4, "hangzhou": 2})
-	w.Stop()
-	<-done
-	if minReady < 5 {
+	if minReady := lowest(); minReady < 5 {
 		t.Errorf("%d pods Ready at one point of the rollout, want at least 5 (maxUnavailable 1 over both clusters)", minReady)
 	}
 	if !allNewImage(t, ns) {
@@ -360,4 +325,87 @@ func allNewImage(t *testing.T, ns string) bool {
 		}
 	}
 	return true
+}
+
+// TestConvergence changes a Divided Deployment's weights from 2:1 to 1:2:
+// flotilla-policy moves replicas one at a time, through evictions that
+// honour the Deployment's PodDisruptionBudget, until the new split holds.
+func TestConvergence(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	weights := func(beijing, hangzhou int) string {
+		return policyFor("web", fmt.Sprintf(`
+    clusterAffinity:
+      clusterNames: [beijing, hangzhou]
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+        - {targetCluster: {clusterNames: [beijing]}, weight: %d}
+        - {targetCluster: {clusterNames: [hangzhou]}, weight: %d}
+`, beijing, hangzhou))
+	}
+	applyYAML(t, ns, weights(2, 1))
+	create(t, hostClient().AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 6))
+	create(t, hostClient().PolicyV1().PodDisruptionBudgets(ns).Create, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(5)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+	})
+	waitSplit(t, ns, "web", map[string]int{"beijing": 4, "hangzhou": 2})
+
+	lowest := watchMinReady(t, ns, "web")
+	applyYAML(t, ns, weights(1, 2))
+	waitSplit(t, ns, "web", map[string]int{"beijing": 2, "hangzhou": 4})
+	waitEvent(t, ns, "web", corev1.EventTypeNormal, "Rebalanced", "Evicted pod")
+	if minReady := lowest(); minReady < 5 {
+		t.Errorf("%d pods Ready at one point while rebalancing, want at least 5 (the budget's minAvailable)", minReady)
+	}
+}
+
+// watchMinReady watches the app's pods from now on; the function it
+// returns stops watching and returns the fewest Ready, not terminating
+// pods seen at any one time.
+func watchMinReady(t *testing.T, ns, app string) func() int {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: "app=" + app}
+	pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel.ResourceVersion = pods.ResourceVersion
+	w, err := hostClient().CoreV1().Pods(ns).Watch(t.Context(), sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := map[string]bool{}
+	count := func() int {
+		n := 0
+		for _, r := range ready {
+			if r {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range pods.Items {
+		ready[pods.Items[i].Name] = podReady(&pods.Items[i]) && pods.Items[i].DeletionTimestamp == nil
+	}
+	lowest := count()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				ready[p.Name] = ev.Type != watch.Deleted && podReady(p) && p.DeletionTimestamp == nil
+				lowest = min(lowest, count())
+			}
+		}
+	}()
+	return func() int {
+		w.Stop()
+		<-done
+		return lowest
+	}
 }

@@ -34,7 +34,8 @@ func startPolicy(t *testing.T) {
 		bin, err := fleet.BuildPolicy(ctx, env.World.Dir())
 		if err == nil {
 			policyBin = bin
-			_, err = env.StartPolicy(ctx, bin)
+			// Rebalancing every 2 s rather than 10 keeps TestConvergence short.
+			_, err = env.StartPolicy(ctx, bin, "--rebalance-interval=2s")
 		}
 		policyErr = err
 	})
@@ -255,7 +256,7 @@ spec:
 		if !restarted {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			if _, err := env.StartPolicy(ctx, policyBin); err != nil {
+			if _, err := env.StartPolicy(ctx, policyBin, "--rebalance-interval=2s"); err != nil {
 				t.Error(err)
 			}
 		}
@@ -285,7 +286,7 @@ spec:
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	if _, err := env.StartPolicy(ctx, policyBin); err != nil {
+	if _, err := env.StartPolicy(ctx, policyBin, "--rebalance-interval=2s"); err != nil {
 		t.Fatal(err)
 	}
 	restarted = true
@@ -360,10 +361,13 @@ spec:
 `)
 	create(t, hostClient().AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 4))
 	waitSplit(t, ns, "web", map[string]int{"beijing": 4, "hangzhou": 4, "shenzhen": 4})
-	out, err := kubectl(t.Context(), nil, "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.readyReplicas} {end}`)
-	if err != nil || strings.TrimSpace(out) != "web=4 web-hangzhou=4 web-shenzhen=4" {
-		t.Errorf("kubectl get deployments: %q %v, want the template and one copy per other cluster", out, err)
-	}
+	eventually(t, time.Minute, "kubectl get deployments: the template and one copy per other cluster", func(ctx context.Context) (bool, string, error) {
+		out, err := kubectl(ctx, nil, "get", "deployments", "-n", ns, "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.readyReplicas} {end}`)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return strings.TrimSpace(out) == "web=4 web-hangzhou=4 web-shenzhen=4", out, nil
+	})
 	scale(t, ns, "web", 2)
 	waitSplit(t, ns, "web", map[string]int{"beijing": 2, "hangzhou": 2, "shenzhen": 2})
 }
