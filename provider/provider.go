@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -104,6 +105,23 @@ type Overrides interface {
 	// Pod returns the pod as the cluster should run it, before translation,
 	// and the names of the policies applied; it does not change host.
 	Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error)
+	// Object returns a ConfigMap, Secret, ServiceAccount or Service that
+	// follows pods as the cluster should get it; it does not change obj.
+	Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error)
+}
+
+// overridden applies the override policies to a host object about to be
+// mirrored into the member.
+func overridden[T runtime.Object](p *Provider, obj T, kind string) (T, error) {
+	if p.cfg.Overrides == nil {
+		return obj, nil
+	}
+	out, err := p.cfg.Overrides.Object(obj, kind, p.cfg.NodeName)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, p.cfg.NodeName, err)
+	}
+	return out.(T), nil
 }
 
 // Provider forwards the pods of one virtual node into its member cluster.

@@ -267,3 +267,35 @@ func (l *lazyOverrides) Pod(ctx context.Context, host *corev1.Pod, cluster strin
 	}
 	return o.Pod(ctx, host, cluster)
 }
+
+// Object implements provider.Overrides: a ConfigMap, Secret,
+// ServiceAccount or Service is matched as itself.
+func (o *overrides) Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T has no metadata", obj)
+	}
+	policies, err := o.list(m.GetNamespace())
+	if err != nil || len(policies) == 0 {
+		return obj, err
+	}
+	node, err := o.nodes.Get(cluster)
+	if err != nil {
+		return nil, fmt.Errorf("virtual node %s: %w", cluster, err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind(kind)
+	t := override.Template{APIVersion: "v1", Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Labels: m.GetLabels()}
+	out, _, err := override.OverrideObject(obj, gvk, t, override.ClusterFromNode(node), policies)
+	return out, err
+}
+
+// Object implements provider.Overrides.
+func (l *lazyOverrides) Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error) {
+	l.mu.RLock()
+	o := l.o
+	l.mu.RUnlock()
+	if o == nil {
+		return obj, nil
+	}
+	return o.Object(obj, kind, cluster)
+}
