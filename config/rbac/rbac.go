@@ -18,10 +18,23 @@ var (
 	memberYAML []byte
 	//go:embed policy-clusterrole.yaml
 	policyYAML []byte
+	//go:embed host-node-clusterrole.yaml
+	hostNodeYAML []byte
 )
 
 // HostClusterRole is what flotilla-node may do in the host cluster.
 func HostClusterRole() *rbacv1.ClusterRole { return mustParse(hostYAML) }
+
+// HostNodeClusterRole is what flotilla-node may change of its own virtual
+// nodes (named nodes) in the host cluster, as a role called name.
+func HostNodeClusterRole(name string, nodes []string) *rbacv1.ClusterRole {
+	r := mustParse(hostNodeYAML)
+	r.Name = name
+	for i := range r.Rules {
+		r.Rules[i].ResourceNames = append([]string(nil), nodes...)
+	}
+	return r
+}
 
 // MemberClusterRole is what flotilla-node may do in a member cluster.
 func MemberClusterRole() *rbacv1.ClusterRole { return mustParse(memberYAML) }

@@ -12,9 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/testworld"
 )
 
@@ -163,6 +166,9 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 	if err != nil {
 		return nil, err
 	}
+	if err := f.grantNodes(member, append(append([]string(nil), f.MemberArgs[member]...), extraArgs...)); err != nil {
+		return nil, err
+	}
 	// The host apiserver verifies kubelet endpoints against the host CA
 	// (--kubelet-certificate-authority), as does the host's metrics-server.
 	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(member), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
@@ -258,6 +264,63 @@ func (f *Fleet) WaitVirtualNodeReady(ctx context.Context, member, nodeName strin
 		return fmt.Errorf("virtual node %s not Ready (last: %s): %w\n%s", nodeName, last, err, tail)
 	}
 	return nil
+}
+
+// NodeRoleName is the host role that lets member's flotilla-node change
+// its own virtual nodes.
+func NodeRoleName(member string) string { return "flotilla-node-host-nodes-" + member }
+
+// grantNodes lets member's flotilla-node change the virtual nodes it will
+// run with args: the member's own, or those its --config names. It waits
+// until the authorizer agrees, so that the process does not start
+// against a role the apiserver has not seen yet.
+func (f *Fleet) grantNodes(member string, args []string) error {
+	nodes := []string{member}
+	for _, a := range args {
+		path, ok := strings.CutPrefix(a, "--config=")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		cfg, err := nodeconfig.Parse(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		nodes = nodes[:0]
+		for _, vc := range cfg.VirtualClusters {
+			nodes = append(nodes, vc.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	host := f.World.Host().Client()
+	role := rbac.HostNodeClusterRole(NodeRoleName(member), nodes)
+	if _, err := host.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		err = apply(ctx, host, role)
+		if err != nil {
+			return fmt.Errorf("node role for %s: %w", member, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("node role for %s: %w", member, err)
+	}
+	if err := bind(ctx, host, role.Name, HostIdentity(member)); err != nil {
+		return fmt.Errorf("node role binding for %s: %w", member, err)
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, n := range nodes {
+			r, err := host.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               HostIdentity(member),
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status", Name: n},
+			}}, metav1.CreateOptions{})
+			if err != nil || !r.Status.Allowed {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func apply(ctx context.Context, c kubernetes.Interface, role *rbacv1.ClusterRole) error {
