@@ -63,6 +63,7 @@ type options struct {
 	logFormat        string
 	profilingAddress string
 	anonymousAuth    bool
+	remove           bool
 }
 
 func main() {
@@ -85,6 +86,7 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.remove, "remove", false, "take the member out of the fleet and exit, with flotilla-node stopped: cordon its virtual nodes, move their host pods elsewhere, delete everything they created in the member (pods, mirrored objects, the namespaces flotilla created), then the virtual nodes and their leases")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "treat requests to the kubelet endpoint without credentials as user system:anonymous, still authorized by SubjectAccessReview, as a kubelet's --anonymous-auth does (the apiserver's pods/proxy, for one, calls without credentials); off: such requests get 401")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "extra labels for the virtual node")
 	fs.StringVar(&o.region, "region", "", "topology.kubernetes.io/region of the virtual node (default: uniform value of the member's nodes)")
@@ -187,6 +189,14 @@ func run() error {
 	virtualClusters, err := loadVirtualClusters(o)
 	if err != nil {
 		return err
+	}
+	if o.remove {
+		names := make([]string, 0, len(virtualClusters))
+		for _, vc := range virtualClusters {
+			names = append(names, vc.Name)
+		}
+		return agent.Remove(ctx, agent.RemoveConfig{HostClient: hostClient, MemberClient: memberClient,
+			Installation: installation, Nodes: names})
 	}
 	serving, err := servingCert(o, nodeIP)
 	if err != nil {

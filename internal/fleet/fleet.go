@@ -85,6 +85,8 @@ type Fleet struct {
 	// restarts so that the registered webhooks stay valid.
 	policy     *testworld.Process
 	policyPort int
+	// args are the command lines flotilla-nodes were last started with.
+	args map[string][]string
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
@@ -116,7 +118,7 @@ func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, memb
 // DeployWith is DeployOnly with arguments for single members' flotilla-nodes.
 func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, members []string, memberArgs map[string][]string, extraArgs ...string) (*Fleet, error) {
 	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs, MemberArgs: memberArgs,
-		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
+		nodes: map[string]*testworld.Process{}, ports: map[string]int{}, args: map[string][]string{}}
 	// The policy API is installed first, as the flotilla-policy chart
 	// would be, so that flotilla-node applies override policies from its
 	// start (it also finds an API installed later, within a minute).
@@ -196,12 +198,30 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--member-health-interval=1s",
 	}
 	args = append(append(append(args, f.ExtraArgs...), f.MemberArgs[member]...), extraArgs...)
+	f.args[member] = args
 	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)
 	}
 	f.nodes[member] = p
 	return p, nil
+}
+
+// RemoveMember runs flotilla-node --remove for member, with the command
+// line its flotilla-node was last started with (stop that one first), and
+// returns its output.
+func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error) {
+	f.mu.Lock()
+	args, ok := f.args[member]
+	f.mu.Unlock()
+	if !ok {
+		return "", fmt.Errorf("flotilla-node for %s was never started", member)
+	}
+	out, err := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("flotilla-node --remove for %s: %w\n%s", member, err, out)
+	}
+	return string(out), nil
 }
 
 // Node returns the running flotilla-node process of member.
