@@ -99,6 +99,10 @@ type Config struct {
 // OverridePolicy, name for a ClusterOverridePolicy.
 const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
 
+// ErrOverridesNotSynced is returned by Overrides while the override
+// policies cannot be read yet; forwarding is retried.
+var ErrOverridesNotSynced = fmt.Errorf("override policies not read yet: %w", errRetry)
+
 // Overrides applies OverridePolicies and ClusterOverridePolicies to a pod
 // forwarded to a cluster.
 type Overrides interface {
@@ -508,8 +512,10 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	}
 	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
 	if err != nil {
-		p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
-			"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		if !errors.Is(err, errRetry) {
+			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
+				"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		}
 		return nil, nil, fmt.Errorf("override pod %s/%s for cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
 	}
 	return out, applied, nil

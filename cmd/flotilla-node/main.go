@@ -21,6 +21,7 @@ import (
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -32,6 +33,7 @@ import (
 	"flotilla.io/flotilla/internal/agent"
 	"flotilla.io/flotilla/internal/kubeconfig"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -64,6 +66,9 @@ type options struct {
 	profilingAddress string
 	anonymousAuth    bool
 	remove           bool
+	leaderElect      bool
+	leaderNamespace  string
+	leaseDuration    time.Duration
 }
 
 func main() {
@@ -86,6 +91,9 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run as one of an active/standby pair for this member: only the holder of the Lease flotilla-node-<cluster-name> works; a standby takes over when the active one stops renewing it, adopting its member pods without moving any")
+	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "default", "namespace of the leader Lease in the host")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the active one's last renewal before it takes over")
 	fs.BoolVar(&o.remove, "remove", false, "take the member out of the fleet and exit, with flotilla-node stopped: cordon its virtual nodes, move their host pods elsewhere, delete everything they created in the member (pods, mirrored objects, the namespaces flotilla created), then the virtual nodes and their leases")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "treat requests to the kubelet endpoint without credentials as user system:anonymous, still authorized by SubjectAccessReview, as a kubelet's --anonymous-auth does (the apiserver's pods/proxy, for one, calls without credentials); off: such requests get 401")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "extra labels for the virtual node")
@@ -202,7 +210,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	return agent.Run(ctx, agent.Config{
+	cfg := agent.Config{
 		HostClient:      hostClient,
 		HostConfig:      hostCfg,
 		MemberClient:    memberClient,
@@ -230,7 +238,15 @@ func run() error {
 		HealthInterval:   o.healthInterval,
 		FailureThreshold: o.healthFailures,
 		SyncTimeout:      o.syncTimeout,
-	})
+	}
+	if o.leaderElect {
+		id, _ := os.Hostname()
+		return agent.RunAsLeader(ctx, agent.LeaderConfig{
+			Client: hostClient, Namespace: o.leaderNamespace, Name: wellknown.LeaderLeaseName(o.clusterName),
+			Identity: id + "_" + rand.String(8), LeaseDuration: o.leaseDuration,
+		}, func(ctx context.Context) error { return agent.Run(ctx, cfg) })
+	}
+	return agent.Run(ctx, cfg)
 }
 
 // loadVirtualClusters returns the virtual nodes to run: those of --config,

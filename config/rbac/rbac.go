@@ -6,6 +6,7 @@ package rbac
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
@@ -26,12 +27,16 @@ var (
 func HostClusterRole() *rbacv1.ClusterRole { return mustParse(hostYAML) }
 
 // HostNodeClusterRole is what flotilla-node may change of its own virtual
-// nodes (named nodes) in the host cluster, as a role called name.
-func HostNodeClusterRole(name string, nodes []string) *rbacv1.ClusterRole {
+// nodes (named nodes) in the host cluster, as a role called name; it may
+// also renew the leader Lease called leaderLease (when not empty).
+func HostNodeClusterRole(name string, nodes []string, leaderLease string) *rbacv1.ClusterRole {
 	r := mustParse(hostNodeYAML)
 	r.Name = name
 	for i := range r.Rules {
 		r.Rules[i].ResourceNames = append([]string(nil), nodes...)
+		if slices.Contains(r.Rules[i].Resources, "leases") && leaderLease != "" {
+			r.Rules[i].ResourceNames = append(r.Rules[i].ResourceNames, leaderLease)
+		}
 	}
 	return r
 }

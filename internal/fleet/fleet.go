@@ -27,6 +27,7 @@ import (
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // Prepare builds what a fleet needs while the network is still reachable —
@@ -317,7 +318,7 @@ func (f *Fleet) grantNodes(member string, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	host := f.World.Host().Client()
-	role := rbac.HostNodeClusterRole(NodeRoleName(member), nodes)
+	role := rbac.HostNodeClusterRole(NodeRoleName(member), nodes, wellknown.LeaderLeaseName(member))
 	if _, err := host.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 		err = apply(ctx, host, role)
 		if err != nil {
