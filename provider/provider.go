@@ -456,15 +456,15 @@ func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	key := pod.Namespace + "/" + pod.Name
 	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
-	defer func() {
-		span.SetStatus(err)
-		span.End()
-		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
-	}()
+	defer span.End()
 	err = p.forward(ctx, pod)
 	if err == nil || !transient(err) {
+		span.SetStatus(err)
+		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
 		return err
 	}
+	span.SetStatus(err)
+	p.cfg.Metrics.retrying(p.cfg.NodeName)
 	log.G(ctx).WithError(err).Info("forwarding failed, will retry")
 	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
 		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)

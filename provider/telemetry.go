@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer, clk clock.PassiveClock) (*Metrics, er
 		}, []string{"node"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_node_forward_operations_total",
-			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error).",
+			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error, retry: handed to the forward-retry queue).",
 		}, []string{"node", "operation", "result"}),
 		clock: clk,
 	}
@@ -79,6 +79,13 @@ func (m *Metrics) operation(node, op string, err error) {
 		result = "error"
 	}
 	m.operations.WithLabelValues(node, op, result).Inc()
+}
+
+// retrying counts a create handed to the forward-retry queue.
+func (m *Metrics) retrying(node string) {
+	if m != nil {
+		m.operations.WithLabelValues(node, "create", "retry").Inc()
+	}
 }
 
 // hostPodSeen starts the create latency clock of a host pod.
