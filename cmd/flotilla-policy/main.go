@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -22,6 +24,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/logging"
+	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/policyctl"
 )
 
@@ -37,6 +40,8 @@ type options struct {
 	logLevel        string
 	logFormat       string
 	rebalance       time.Duration
+	tracingEndpoint string
+	tracingSampling float64
 }
 
 func main() {
@@ -60,6 +65,8 @@ func parseFlags() (*options, error) {
 	fs.DurationVar(&o.rebalance, "rebalance-interval", 10*time.Second, "least time between two evictions that move one workload's replicas toward its placement (after a policy change or a cluster loss); PodDisruptionBudgets are honoured")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/gRPC collector receiving traces of reconciles and admissions, as http://host:port (plaintext) or https://host:port; empty: the OTEL_EXPORTER_OTLP_ENDPOINT variable, and without it no tracing")
+	fs.Float64Var(&o.tracingSampling, "tracing-sampling-ratio", 0.1, "fraction of traces recorded when tracing (0 to 1)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return nil, err
 	}
@@ -90,6 +97,7 @@ func run() error {
 	}
 	log := logrus.NewEntry(logger)
 	ctrl.SetLogger(logging.Logr(log))
+	klog.SetLogger(logging.Logr(log))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
@@ -121,6 +129,17 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
+	shutdownTracing, err := telemetry.StartTracing(ctx, telemetry.TracingConfig{
+		Service: "flotilla-policy", Endpoint: o.tracingEndpoint, SamplingRatio: o.tracingSampling,
+	})
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
 	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance}); err != nil {
 		return err
 	}
