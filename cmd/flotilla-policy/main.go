@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/logging"
 	"flotilla.io/flotilla/internal/webhookcert"
 	"flotilla.io/flotilla/policyctl"
@@ -141,7 +142,7 @@ func run() error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "flotilla-policy",
+		LeaderElectionID:        rbac.PolicyLeaseName,
 		LeaderElectionNamespace: o.leaderNamespace,
 		// A replica stopping (a rolling update) hands the Lease over at
 		// once instead of making the next leader wait for it to expire.
