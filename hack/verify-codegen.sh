@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Fails, showing the difference, when the generated files (deepcopy
-# functions, CRDs and the chart's copy of the CRDs) are not what
-# hack/update-codegen.sh produces from the current API types. It regenerates
+# functions, CRDs and the chart's copy of the CRDs, flotilla-policy's roles)
+# are not what hack/update-codegen.sh produces from the current API types
+# and markers. It regenerates
 # into a temporary copy of the tree, so the working tree is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-GENERATED=(apis config/crd charts/flotilla-policy/crds)
+GENERATED=(apis config/crd charts/flotilla-policy/crds config/rbac/policy-clusterrole.yaml config/rbac/policy-role.yaml)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -21,7 +22,11 @@ done | tar --null -T - -cf - | tar -xf - -C "$work"
 
 status=0
 for d in "${GENERATED[@]}"; do
-  diff -ruN "$d" "$work/$d" || status=1
+  if [[ -d "$d" ]]; then
+    diff -ruN "$d" "$work/$d" || status=1
+  else
+    diff -u "$d" "$work/$d" || status=1
+  fi
 done
 if [[ $status != 0 ]]; then
   echo >&2
