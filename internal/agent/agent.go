@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
@@ -94,9 +95,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
 
+	// One member, one health check, however many virtual nodes ask.
+	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, clock.RealClock{})
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -127,7 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:           vc.Name,
@@ -143,7 +146,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 			KubeletVersion: cfg.KubeletVersion,
 		},
 		Informers:        member,
-		Health:           readyz{cfg.MemberClient},
+		Health:           health,
 		HealthInterval:   cfg.HealthInterval,
 		FailureThreshold: cfg.FailureThreshold,
 	})
