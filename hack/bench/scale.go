@@ -58,6 +58,9 @@ const scaleMember = "member-1"
 // partition, and the partition's virtual node.
 const partitionLabel = "bench.flotilla.io/partition"
 
+// scaleHealthInterval is flotilla-node's default --member-health-interval.
+const scaleHealthInterval = 5 * time.Second
+
 // leaseRenewInterval is how often virtual-kubelet renews a node Lease.
 var leaseRenewInterval = time.Duration(float64(node.DefaultLeaseDuration)*node.DefaultRenewIntervalFraction) * time.Second
 
@@ -166,7 +169,11 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 	res.Scale["world.start_s"] = seconds(time.Since(began))
 
 	sw := &scaleWorld{o: o, w: w, partitions: partitions, logf: logf}
-	if sw.f, err = fleet.DeployOnly(ctx, w, nodeBinary, nil, o.nodeArgs...); err != nil {
+	// The fleet checks members every second so that member-loss tests are
+	// quick; the scale scenario runs flotilla-node's default, as deployed
+	// (a --node-arg still wins).
+	nodeArgs := append([]string{"--member-health-interval=" + scaleHealthInterval.String()}, o.nodeArgs...)
+	if sw.f, err = fleet.DeployOnly(ctx, w, nodeBinary, nil, nodeArgs...); err != nil {
 		return res, fmt.Errorf("grant flotilla its roles: %w", err)
 	}
 	if err := createBenchNamespace(ctx, w.Host()); err != nil {
