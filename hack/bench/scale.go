@@ -254,6 +254,9 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 	for k, v := range got {
 		s[k] = v
 	}
+	if werr == nil {
+		t.meter.report(s, o.scalePods)
+	}
 	if len(counts) > 0 {
 		least, most := minMax(counts, partitions)
 		s["workload.pods_per_partition_min"], s["workload.pods_per_partition_max"] = float64(least), float64(most)
