@@ -11,6 +11,12 @@
 //	go run ./hack/bench --replicas 100 --runs 1     # a quick look
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
+//	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
+//
+// The scale scenario (scale.go) runs in a world of its own instead of in
+// the modes: one flotilla-node serving --scale-partitions label partitions
+// of a member with --scale-nodes nodes, against the same flotilla-node
+// serving one partition.
 //
 // See BENCHMARKS.md for results and what bounds them.
 package main
