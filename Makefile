@@ -17,3 +17,10 @@ test:
 .PHONY: bench
 bench:
 	go run ./hack/bench $(BENCH_FLAGS)
+
+# Regenerates deepcopy functions and CRDs from the API types' markers with a
+# pinned controller-gen (cached in ~/.cache/flotilla/tools); make test fails
+# when they are stale.
+.PHONY: generate
+generate:
+	bash hack/update-codegen.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every check and test: gofmt, go vet, unit tests and the end-to-end
-# tests against real clusters. Builds the test world's binaries first, so
-# that their (cached) build is not counted against any test's timeout.
+# Runs every check and test: gofmt, go vet, stale generated code, unit tests
+# and the end-to-end tests against real clusters. Builds the test world's
+# binaries first, so that their (cached) build is not counted against any
+# test's timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +20,9 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 go vet ./...
+# Deepcopy functions and CRDs must be what the API types' markers generate.
+bash hack/verify-codegen.sh
+bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
 # One package at a time: the test world of internal/testworld and the e2e
 # world would otherwise run side by side on two cores and, together, come
 # close to the default limit of 128 inotify instances per user.

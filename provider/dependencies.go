@@ -41,9 +41,17 @@ const (
 	// EventFailedToRetrieveImagePullSecret: an image pull Secret is missing;
 	// as with a kubelet, the pod runs anyway.
 	EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
-	// EventOptionalDependencyMissing: an optional Secret or ConfigMap is
-	// missing; the pod is forwarded without it.
-	EventOptionalDependencyMissing = "OptionalDependencyMissing"
+	// EventOptionalSecretNotFound and EventOptionalConfigMapNotFound: an
+	// optional Secret or ConfigMap is missing; the pod is forwarded without
+	// it. EventMandatorySecretNotFound and EventMandatoryConfigMapNotFound
+	// come with FailedMount or Failed and say that the pod is held back
+	// until the object exists. These four are virtual-kubelet's reasons for
+	// the same cases, so tooling written for virtual-kubelet providers (its
+	// conformance suite among them) recognises them.
+	EventOptionalSecretNotFound     = "OptionalSecretNotFound"
+	EventOptionalConfigMapNotFound  = "OptionalConfigMapNotFound"
+	EventMandatorySecretNotFound    = "MandatorySecretNotFound"
+	EventMandatoryConfigMapNotFound = "MandatoryConfigMapNotFound"
 	// EventDependencyConflict: the member namespace already has an object of
 	// that name which flotilla does not manage; it is used as it is.
 	EventDependencyConflict = "DependencyConflict"
@@ -278,6 +286,13 @@ func missingEvent(d dependency) (reason, message string) {
 		return EventFailedMount, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %s", u.volume, cause)
 	}
 	return EventFailed, "Error: " + notFound(d.objectRef)
+}
+
+// heldBackReason is the second event of a missing mandatory Secret or
+// ConfigMap (see EventMandatorySecretNotFound).
+var heldBackReason = map[string]string{
+	kindSecret:    EventMandatorySecretNotFound,
+	kindConfigMap: EventMandatoryConfigMapNotFound,
 }
 
 // waitingStatus is the status of a host pod that waits for missing mandatory
@@ -964,7 +979,11 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (
 			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(pull, ", "))
 	}
 	for _, dep := range optional {
-		d.p.cfg.Recorder.Eventf(host, corev1.EventTypeNormal, EventOptionalDependencyMissing,
+		reason := EventOptionalConfigMapNotFound
+		if dep.kind == kindSecret {
+			reason = EventOptionalSecretNotFound
+		}
+		d.p.cfg.Recorder.Eventf(host, corev1.EventTypeNormal, reason,
 			"Optional %s; the pod is forwarded without it, and it is mirrored once it is created", notFound(dep.objectRef))
 	}
 	return true, nil
@@ -977,6 +996,10 @@ func (d *dependencies) reportMissing(ctx context.Context, host *corev1.Pod, miss
 	for _, dep := range missing {
 		reason, msg := missingEvent(dep)
 		d.p.cfg.Recorder.Event(host, corev1.EventTypeWarning, reason, msg)
+		if reason, ok := heldBackReason[dep.kind]; ok {
+			d.p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, reason,
+				"Mandatory %s; the pod is not forwarded to cluster %s until it exists", notFound(dep.objectRef), d.p.cfg.NodeName)
+		}
 		names = append(names, dep.kind+"/"+dep.name)
 	}
 	log.G(ctx).WithField("pod", host.Namespace+"/"+host.Name).WithField("missing", names).

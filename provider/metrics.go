@@ -172,8 +172,9 @@ type sample struct {
 }
 
 type containerSample struct {
-	name  string
-	start time.Time // zero when unknown
+	name    string
+	start   time.Time // zero when unknown
+	sampled bool      // false: running, not yet in the member's metrics
 	sample
 }
 
@@ -204,8 +205,22 @@ func (m *ResourceMetrics) collect(ctx context.Context) (snapshot, error) {
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
 	var snap snapshot
+	sampled := map[types.UID]bool{}
 	for i := range podMetrics {
 		if p, ok := m.podSampleLocked(&podMetrics[i], now); ok {
+			snap.pods = append(snap.pods, p)
+			sampled[p.uid] = true
+		}
+	}
+	// A kubelet lists a container as soon as it runs; the member's
+	// metrics-server only after scraping it (twice, for CPU). Until then
+	// the pod is listed with its running containers and no usage.
+	members, err := m.cfg.MemberPods.List(m.pods)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("pods of cluster %s: %w", m.cfg.NodeName, err)
+	}
+	for _, member := range members {
+		if p, ok := unsampledPod(member); ok && !sampled[p.uid] {
 			snap.pods = append(snap.pods, p)
 		}
 	}
@@ -229,16 +244,9 @@ func (m *ResourceMetrics) podSampleLocked(pm *metricsv1beta1.PodMetrics, now tim
 	if err != nil {
 		return podSample{}, false // not in the cache yet, or gone
 	}
-	p := podSample{
-		namespace: member.Annotations[wellknown.HostNamespaceAnnotation],
-		name:      member.Annotations[wellknown.HostNameAnnotation],
-		uid:       types.UID(member.Labels[wellknown.HostUIDLabel]),
-	}
-	if p.namespace == "" || p.name == "" || p.uid == "" {
+	p, ok := hostIdentity(member)
+	if !ok {
 		return podSample{}, false
-	}
-	if member.Status.StartTime != nil {
-		p.start = member.Status.StartTime.Time
 	}
 	for _, cm := range pm.Containers {
 		key := containerKey{p.uid, cm.Name}
@@ -250,13 +258,45 @@ func (m *ResourceMetrics) podSampleLocked(pm *metricsv1beta1.PodMetrics, now tim
 		rate := cores(cm.Usage.Cpu())
 		c.add(rate, pm.Timestamp.Time, pm.Window.Duration, now)
 		p.containers = append(p.containers, containerSample{
-			name:   cm.Name,
-			start:  containerStart(member, cm.Name),
-			sample: sample{at: c.at, cpuRate: c.rate, cpuSeconds: c.coreSeconds, memoryBytes: byteCount(cm.Usage.Memory())},
+			name:    cm.Name,
+			start:   containerStart(member, cm.Name),
+			sampled: true,
+			sample:  sample{at: c.at, cpuRate: c.rate, cpuSeconds: c.coreSeconds, memoryBytes: byteCount(cm.Usage.Memory())},
 		})
 	}
 	slices.SortFunc(p.containers, func(a, b containerSample) int { return strings.Compare(a.name, b.name) })
 	return p, len(p.containers) > 0
+}
+
+// unsampledPod is a running member pod as a podSample without usage.
+func unsampledPod(member *corev1.Pod) (podSample, bool) {
+	p, ok := hostIdentity(member)
+	if !ok || member.Status.Phase != corev1.PodRunning {
+		return podSample{}, false
+	}
+	for _, c := range member.Spec.Containers {
+		if start := containerStart(member, c.Name); !start.IsZero() {
+			p.containers = append(p.containers, containerSample{name: c.Name, start: start})
+		}
+	}
+	slices.SortFunc(p.containers, func(a, b containerSample) int { return strings.Compare(a.name, b.name) })
+	return p, len(p.containers) > 0
+}
+
+// hostIdentity is the host pod a member pod stands for.
+func hostIdentity(member *corev1.Pod) (podSample, bool) {
+	p := podSample{
+		namespace: member.Annotations[wellknown.HostNamespaceAnnotation],
+		name:      member.Annotations[wellknown.HostNameAnnotation],
+		uid:       types.UID(member.Labels[wellknown.HostUIDLabel]),
+	}
+	if p.namespace == "" || p.name == "" || p.uid == "" {
+		return podSample{}, false
+	}
+	if member.Status.StartTime != nil {
+		p.start = member.Status.StartTime.Time
+	}
+	return p, true
 }
 
 // nodeUsageLocked sums the member nodes' usage into the virtual node's.
@@ -333,13 +373,16 @@ func summary(nodeName string, snap snapshot) *statsv1alpha1.Summary {
 			StartTime: metav1.NewTime(p.start),
 		}
 		var total sample
+		sampled := false
 		for _, c := range p.containers {
-			ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{
-				Name:      c.name,
-				StartTime: metav1.NewTime(c.start),
-				CPU:       cpuStats(c.sample),
-				Memory:    memoryStats(c.sample),
-			})
+			cs := statsv1alpha1.ContainerStats{Name: c.name, StartTime: metav1.NewTime(c.start)}
+			if !c.sampled {
+				ps.Containers = append(ps.Containers, cs)
+				continue
+			}
+			sampled = true
+			cs.CPU, cs.Memory = cpuStats(c.sample), memoryStats(c.sample)
+			ps.Containers = append(ps.Containers, cs)
 			total.cpuRate += c.cpuRate
 			total.cpuSeconds += c.cpuSeconds
 			total.memoryBytes += c.memoryBytes
@@ -347,7 +390,9 @@ func summary(nodeName string, snap snapshot) *statsv1alpha1.Summary {
 				total.at = c.at
 			}
 		}
-		ps.CPU, ps.Memory = cpuStats(total), memoryStats(total)
+		if sampled {
+			ps.CPU, ps.Memory = cpuStats(total), memoryStats(total)
+		}
 		s.Pods = append(s.Pods, ps)
 	}
 	return s
@@ -392,8 +437,19 @@ func families(snap snapshot) []*dto.MetricFamily {
 		var cpu float64
 		var memory uint64
 		var at time.Time
+		sampled := false
 		for _, c := range p.containers {
-			l := labelPairs("container", c.name, "namespace", p.namespace, "pod", p.name)
+			l := labelPairs("namespace", p.namespace, "pod", p.name, "container", c.name)
+			if !c.sampled {
+				// Started since the member's last scrape: it has used next
+				// to no CPU yet, and its working set is unknown.
+				add(containerCPU, l, counterStart, c.start)
+				add(containerStart, l, float64(c.start.UnixNano())/1e9, c.start)
+				cpu += counterStart
+				at = latest(at, c.start)
+				continue
+			}
+			sampled = true
 			add(containerCPU, l, c.cpuSeconds, c.at)
 			add(containerMemory, l, float64(c.memoryBytes), c.at)
 			if !c.start.IsZero() {
@@ -401,13 +457,13 @@ func families(snap snapshot) []*dto.MetricFamily {
 			}
 			cpu += c.cpuSeconds
 			memory += c.memoryBytes
-			if c.at.After(at) {
-				at = c.at
-			}
+			at = latest(at, c.at)
 		}
 		l := labelPairs("namespace", p.namespace, "pod", p.name)
 		add(podCPU, l, cpu, at)
-		add(podMemory, l, float64(memory), at)
+		if sampled {
+			add(podMemory, l, float64(memory), at)
+		}
 	}
 	var out []*dto.MetricFamily
 	for _, f := range []*dto.MetricFamily{containerCPU, containerMemory, containerStart, nodeCPU, nodeMemory, podCPU, podMemory} {
@@ -434,7 +490,17 @@ func add(f *dto.MetricFamily, l []*dto.LabelPair, v float64, at time.Time) {
 	f.Metric = append(f.Metric, m)
 }
 
-// labelPairs turns name, value, ... (names sorted) into label pairs.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// labelPairs turns name, value, ... into label pairs, in that order:
+// namespace, pod, container — from the widest scope, as virtual-kubelet's
+// conformance suite expects; consumers such as metrics-server read labels
+// by name.
 func labelPairs(kv ...string) []*dto.LabelPair {
 	out := make([]*dto.LabelPair, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {

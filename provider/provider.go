@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -40,8 +41,12 @@ var (
 
 // Event reasons flotilla records on host pods.
 const (
-	EventForwardRetrying  = "ForwardRetrying"
-	EventForwardFailed    = "ForwardFailed"
+	EventForwardRetrying = "ForwardRetrying"
+	EventForwardFailed   = "ForwardFailed"
+	// EventOverrideFailed: the override policies for the cluster cannot be
+	// applied to the pod (an overrider that does not fit it); it is not
+	// forwarded until they are fixed.
+	EventOverrideFailed   = "OverrideFailed"
 	EventMemberPodDeleted = "MemberPodDeleted"
 )
 
@@ -83,6 +88,22 @@ type Config struct {
 	// registers Secret, ConfigMap and ServiceAccount informers (the objects
 	// pods depend on, see dependencies.go) and never starts the factory itself.
 	HostInformers informers.SharedInformerFactory
+	// Overrides, when set, applies the override policies that target this
+	// virtual node to each pod before it is translated and forwarded.
+	Overrides Overrides
+}
+
+// AppliedOverridesAnnotation on a host pod lists the override policies
+// applied to it for its cluster, comma-separated: namespace/name for an
+// OverridePolicy, name for a ClusterOverridePolicy.
+const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
+
+// Overrides applies OverridePolicies and ClusterOverridePolicies to a pod
+// forwarded to a cluster.
+type Overrides interface {
+	// Pod returns the pod as the cluster should run it, before translation,
+	// and the names of the policies applied; it does not change host.
+	Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error)
 }
 
 // Provider forwards the pods of one virtual node into its member cluster.
@@ -442,16 +463,57 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
 	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
 		return err // not ready: reported on the pod, forwarded again once the object exists
 	}
-	member := ToMember(pod, t)
+	src, applied, err := p.override(ctx, pod)
+	if err != nil {
+		return err
+	}
+	member := ToMember(src, t)
 	if err := Confine(member, p.cfg.Partition); err != nil {
 		return fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
 	}
-	_, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return p.adopt(ctx, pod, t)
-	}
-	if err != nil {
+	_, err = p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if err := p.adopt(ctx, pod, t); err != nil {
+			return err
+		}
+	case err != nil:
 		return fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	return p.recordOverrides(ctx, pod, applied)
+}
+
+// override applies the override policies to a copy of the host pod.
+func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, []string, error) {
+	if p.cfg.Overrides == nil {
+		return pod, nil, nil
+	}
+	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
+	if err != nil {
+		p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
+			"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		return nil, nil, fmt.Errorf("override pod %s/%s for cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
+	}
+	return out, applied, nil
+}
+
+// recordOverrides writes the names of the override policies applied to a
+// forwarded pod on the host pod (AppliedOverridesAnnotation), when they
+// changed.
+func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied []string) error {
+	want := strings.Join(applied, ",")
+	if pod.Annotations[AppliedOverridesAnnotation] == want {
+		return nil
+	}
+	value := "null"
+	if want != "" {
+		b, _ := json.Marshal(want)
+		value = string(b)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, AppliedOverridesAnnotation, value)
+	_, err := p.cfg.HostClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("record override policies on pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
 }
@@ -517,9 +579,13 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 	ctx, span := trace.StartSpan(ctx, "provider.UpdatePod")
 	defer span.End()
 	t := p.target(pod.Namespace)
-	want := ToMember(pod, t)
+	src, applied, err := p.override(ctx, pod)
+	if err != nil {
+		return err
+	}
+	want := ToMember(src, t)
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, pod.Name, t.Cluster)
@@ -540,6 +606,10 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
 		}
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return p.recordOverrides(ctx, pod, applied)
 }
 
 // applyMutable copies the updatable fields of want into cur and reports

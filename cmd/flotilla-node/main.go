@@ -21,6 +21,8 @@ import (
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
@@ -60,6 +62,7 @@ type options struct {
 	logLevel         string
 	logFormat        string
 	profilingAddress string
+	anonymousAuth    bool
 }
 
 func main() {
@@ -82,6 +85,7 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "treat requests to the kubelet endpoint without credentials as user system:anonymous, still authorized by SubjectAccessReview, as a kubelet's --anonymous-auth does (the apiserver's pods/proxy, for one, calls without credentials); off: such requests get 401")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "extra labels for the virtual node")
 	fs.StringVar(&o.region, "region", "", "topology.kubernetes.io/region of the virtual node (default: uniform value of the member's nodes)")
 	fs.StringVar(&o.zone, "zone", "", "topology.kubernetes.io/zone of the virtual node (default: uniform value of the member's nodes)")
@@ -169,11 +173,9 @@ func run() error {
 	}
 	installation := o.installation
 	if installation == "" {
-		ns, err := hostClient.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
-		if err != nil {
-			return fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
+		if installation, err = hostIdentity(ctx, hostClient); err != nil {
+			return err
 		}
-		installation = string(ns.UID)
 	}
 	nodeIP := o.nodeIP
 	if nodeIP == "" {
@@ -192,6 +194,7 @@ func run() error {
 	}
 	return agent.Run(ctx, agent.Config{
 		HostClient:      hostClient,
+		HostConfig:      hostCfg,
 		MemberClient:    memberClient,
 		MemberConfig:    memberCfg,
 		Installation:    installation,
@@ -264,6 +267,30 @@ func servingCert(o *options, nodeIP string) (tls.Certificate, error) {
 	return tls.X509KeyPair(certPEM, keyPEM)
 }
 
+// hostIdentity is the UID of the host's kube-system namespace. It retries
+// for a while: a role bound at the same time as flotilla-node starts (one
+// Helm release) takes a moment to reach the apiserver's authorizer.
+func hostIdentity(ctx context.Context, host kubernetes.Interface) (string, error) {
+	var uid string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		ns, err := host.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		uid = string(ns.UID)
+		return true, nil
+	})
+	if err != nil {
+		if last != nil {
+			err = last
+		}
+		return "", fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
+	}
+	return uid, nil
+}
+
 // kubeletAuth authenticates callers of the kubelet endpoint by client
 // certificate (when a CA is given) or bearer token (TokenReview), and
 // authorizes them with SubjectAccessReview on nodes/proxy, nodes/log, ...
@@ -276,6 +303,12 @@ func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (nodeut
 		}
 		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
 			c.AuthnConfig.ClientCertificateCAContentProvider = ca
+			return nil
+		})
+	}
+	if o.anonymousAuth {
+		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
+			c.AuthnConfig.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true}
 			return nil
 		})
 	}

@@ -43,7 +43,10 @@ import (
 
 // Config holds what an agent needs; all fields but the tuning ones are required.
 type Config struct {
-	HostClient   kubernetes.Interface
+	HostClient kubernetes.Interface
+	// HostConfig, when set, lets the agent read the host's override
+	// policies and apply them to the pods it forwards.
+	HostConfig   *rest.Config
 	MemberClient kubernetes.Interface
 	// MemberConfig is used for streaming calls (exec, attach, port-forward).
 	MemberConfig *rest.Config
@@ -98,13 +101,23 @@ func Run(ctx context.Context, cfg Config) error {
 	defer broadcaster.Shutdown()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
 
+	var ovr provider.Overrides
+	if cfg.HostConfig != nil {
+		nodes := hostInformers.Core().V1().Nodes().Lister()
+		o, err := startOverrides(ctx, cfg.HostConfig, nodes)
+		if err != nil {
+			return fmt.Errorf("override policies: %w", err)
+		}
+		ovr = o
+	}
+
 	// One member, one health check, however many virtual nodes ask.
 	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, clock.RealClock{})
 	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
 	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, health)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, ovr, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -135,7 +148,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, health clusternode.HealthChecker) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:           vc.Name,
@@ -185,6 +198,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		Partition:       vc.NodeSelector,
 		StatusWorkers:   cfg.StatusWorkers,
 		Events:          events,
+		Overrides:       ovr,
 	})
 	if err != nil {
 		return nil, err
@@ -278,6 +292,9 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 	select {
 	case <-ctx.Done():
 	case <-nodeCtl.Ready():
+		if err := syncTaints(ctx, cfg.HostClient, vn.nodes.Node()); err != nil {
+			log.G(ctx).WithError(err).Warn("cannot set the configured taints on the virtual node")
+		}
 		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
 	}
 }

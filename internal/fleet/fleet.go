@@ -35,7 +35,10 @@ func Prepare(ctx context.Context) error {
 	if _, err := testworld.Binaries(ctx); err != nil {
 		return err
 	}
-	_, err := buildNode(ctx, os.DevNull)
+	if _, err := buildNode(ctx, os.DevNull); err != nil {
+		return err
+	}
+	_, err := build(ctx, "flotilla-policy", os.DevNull)
 	return err
 }
 
@@ -45,14 +48,19 @@ func BuildNode(ctx context.Context, dir string) (string, error) {
 }
 
 func buildNode(ctx context.Context, out string) (string, error) {
+	return build(ctx, "flotilla-node", out)
+}
+
+// build compiles cmd/<name> into out.
+func build(ctx context.Context, name, out string) (string, error) {
 	root, err := testworld.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/flotilla-node")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build flotilla-node: %w\n%s", err, b)
+		return "", fmt.Errorf("build %s: %w\n%s", name, err, b)
 	}
 	return out, nil
 }
@@ -64,10 +72,16 @@ type Fleet struct {
 	NodeBinary string
 	// ExtraArgs are added to every flotilla-node's command line.
 	ExtraArgs []string
+	// MemberArgs are added to the command line of one member's flotilla-node.
+	MemberArgs map[string][]string
 
 	mu    sync.Mutex
 	nodes map[string]*testworld.Process
 	ports map[string]int
+	// policy is flotilla-policy's process and webhook port, kept across
+	// restarts so that the registered webhooks stay valid.
+	policy     *testworld.Process
+	policyPort int
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
@@ -93,8 +107,19 @@ func Deploy(ctx context.Context, w *testworld.World, nodeBinary string, extraArg
 // DeployOnly is Deploy starting flotilla-node for the named members only;
 // the others get their roles and can be started later with StartNode.
 func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, members []string, extraArgs ...string) (*Fleet, error) {
-	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs,
+	return DeployWith(ctx, w, nodeBinary, members, nil, extraArgs...)
+}
+
+// DeployWith is DeployOnly with arguments for single members' flotilla-nodes.
+func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, members []string, memberArgs map[string][]string, extraArgs ...string) (*Fleet, error) {
+	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs, MemberArgs: memberArgs,
 		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
+	// The policy API is installed first, as the flotilla-policy chart
+	// would be, so that flotilla-node applies override policies from its
+	// start (it also finds an API installed later, within a minute).
+	if err := installCRDs(ctx, w.Host()); err != nil {
+		return nil, err
+	}
 	host := w.Host().Client()
 	if err := apply(ctx, host, rbac.HostClusterRole()); err != nil {
 		return nil, fmt.Errorf("host ClusterRole: %w", err)
@@ -164,7 +189,7 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--client-ca-file=" + f.World.Host().CAFile,
 		"--member-health-interval=1s",
 	}
-	args = append(append(args, f.ExtraArgs...), extraArgs...)
+	args = append(append(append(args, f.ExtraArgs...), f.MemberArgs[member]...), extraArgs...)
 	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)

@@ -260,6 +260,8 @@ func TestMissingDependencyHoldsPod(t *testing.T) {
 
 	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, provider.EventFailedMount, `MountVolume.SetUp failed for volume "tls" : secret "late" not found`)
 	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, provider.EventFailed, `Error: configmap "late-cfg" not found`)
+	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, provider.EventMandatorySecretNotFound, `Mandatory secret "late" not found; the pod is not forwarded to cluster beijing until it exists`)
+	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, provider.EventMandatoryConfigMapNotFound, `Mandatory configmap "late-cfg" not found`)
 	for name, reason := range map[string]string{vol.Name: provider.ReasonContainerCreating, env.Name: provider.ReasonCreateContainerConfigError} {
 		var pod *corev1.Pod
 		eventually(t, time.Minute, "pod "+name+" Pending, waiting in "+reason, func(ctx context.Context) (bool, string, error) {
@@ -308,7 +310,7 @@ func TestOptionalMissingConfigMap(t *testing.T) {
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "extra", MountPath: "/extra"}}
 	create(t, hc.Pods(ns).Create, pod)
 	waitPodReady(t, ns, pod.Name)
-	waitEvent(t, ns, pod.Name, corev1.EventTypeNormal, provider.EventOptionalDependencyMissing, `configmap "maybe" not found`)
+	waitEvent(t, ns, pod.Name, corev1.EventTypeNormal, provider.EventOptionalConfigMapNotFound, `configmap "maybe" not found`)
 
 	create(t, hc.ConfigMaps(ns).Create, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "maybe", Namespace: ns},
 		Data: map[string]string{"k": "v"}})

@@ -13,21 +13,37 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"flotilla.io/flotilla/internal/fleet"
 	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/internal/tools"
 )
 
 // members are the member clusters every test can use; each has two kwok nodes.
 var members = []string{"beijing", "hangzhou", "shenzhen"}
 
+// topology is where each member runs: its nodes carry the region and zone
+// labels (which flotilla-node advertises, being uniform across them), its
+// flotilla-node names the provider. Policies select clusters by them.
+var topology = map[string]struct{ region, zone, provider string }{
+	"beijing":  {"cn-north", "cn-north-1", "aliyun"},
+	"hangzhou": {"cn-east", "cn-east-1", "aliyun"},
+	"shenzhen": {"cn-south", "cn-south-1", "tencent"},
+}
+
 // env is the running fleet, shared by the tests of this package.
 var env *fleet.Fleet
 
 func TestMain(m *testing.M) {
-	// Build (or find cached) binaries before entering the private network
-	// namespace: inside it the module proxy is out of reach.
+	// Build (or find cached) binaries and tools (helm) before entering the
+	// private network namespace: inside it the module proxy is out of reach.
 	if !testworld.InNetns() {
 		if err := fleet.Prepare(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
+		if _, err := tools.Build(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
@@ -46,10 +62,14 @@ func run(m *testing.M) int {
 	logf := func(format string, args ...any) { fmt.Printf("e2e: "+format+"\n", args...) }
 
 	cfg := testworld.Config{Logf: logf, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
+	memberArgs := map[string][]string{}
 	for _, name := range members {
+		where := topology[name]
+		labels := map[string]string{corev1.LabelTopologyRegion: where.region, corev1.LabelTopologyZone: where.zone}
 		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: []testworld.NodeSpec{
-			{Name: name + "-node-1"}, {Name: name + "-node-2"},
+			{Name: name + "-node-1", Labels: labels}, {Name: name + "-node-2", Labels: labels},
 		}})
+		memberArgs[name] = []string{"--provider=" + where.provider}
 	}
 	edge := testworld.ClusterConfig{Name: edgeMember}
 	for _, n := range edgeNodes() {
@@ -72,7 +92,7 @@ func run(m *testing.M) int {
 	started = time.Now()
 	// The edge member's flotilla-node is started by the test that
 	// partitions it.
-	env, err = fleet.DeployOnly(ctx, w, bin, members, "--log-level=debug")
+	env, err = fleet.DeployWith(ctx, w, bin, members, memberArgs, "--log-level=debug")
 	if err != nil {
 		logf("deploy flotilla: %v", err)
 		return 1

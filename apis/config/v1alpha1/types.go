@@ -23,6 +23,8 @@ const (
 	Suffix NamespaceMapping = "Suffix"
 )
 
+// +kubebuilder:object:root=true
+
 // NodeConfig configures one flotilla-node process.
 type NodeConfig struct {
 	metav1.TypeMeta `json:",inline"`

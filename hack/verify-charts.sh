@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Checks the charts: that what hack/update-charts.sh generates (the RBAC
+# copies, the README) is current and every value is documented, and that
+# `helm lint --strict` and `helm template` pass for each of the chart's
+# ci/*-values.yaml files, and that the chart refuses to render without
+# member credentials or with inconsistent values. Builds helm and helm-docs
+# first (cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(bash hack/build-tools.sh)"
+helm="$HELM_BIN/helm"
+
+fail() { echo "verify-charts: $*" >&2; exit 1; }
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+# helm's own configuration and caches stay out of the user's home.
+export HELM_CACHE_HOME="$tmp/helm/cache" HELM_CONFIG_HOME="$tmp/helm/config" HELM_DATA_HOME="$tmp/helm/data"
+
+cp -a charts "$tmp/charts"
+CHARTS_DIR="$tmp/charts" bash hack/update-charts.sh
+diff -ru charts "$tmp/charts" >&2 || fail "generated chart files are stale; run hack/update-charts.sh"
+
+# helm-docs lists a value without a `# --` comment with an empty description.
+if grep -nE '^\|[^|]+\|[^|]+\|[^|]+\|[[:space:]]*\|$' charts/flotilla-node/README.md >&2; then
+  fail "values without a '# --' comment in charts/flotilla-node/values.yaml"
+fi
+
+chart=charts/flotilla-node
+for values in "$chart"/ci/*-values.yaml; do
+  "$helm" lint --strict --quiet "$chart" -f "$values" >&2 || fail "helm lint $chart -f $values"
+  "$helm" template beijing "$chart" --namespace flotilla-system -f "$values" >"$tmp/rendered.yaml" ||
+    fail "helm template $chart -f $values"
+done
+
+# refuse WANT ARGS...: the chart must not render with ARGS, saying WANT.
+refuse() {
+  local want="$1" out
+  shift
+  if out="$("$helm" template beijing "$chart" "$@" 2>&1)"; then
+    fail "$chart rendered with: $*"
+  fi
+  grep -qF -- "$want" <<<"$out" || fail "$chart with $*: want an error saying '$want', got: $out"
+}
+refuse "kubeconfig is required"
+refuse "not both" --set member.kubeconfig=x --set member.existingSecret=s
+refuse "must be a DNS subdomain" --set member.existingSecret=s --set cluster.name=Beijing_1
+refuse "set these per virtual cluster" -f "$chart/ci/partitions-values.yaml" --set node.region=east
+refuse "virtualClusters[0].name is required" --set member.existingSecret=s --set-json 'virtualClusters=[{"region":"east"}]'
+echo "verify-charts: ok" >&2

@@ -1,0 +1,269 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/override"
+	"flotilla.io/flotilla/provider"
+)
+
+var (
+	overridePolicies        = policyv1alpha1.GroupVersion.WithResource("overridepolicies")
+	clusterOverridePolicies = policyv1alpha1.GroupVersion.WithResource("clusteroverridepolicies")
+	podKind                 = corev1.SchemeGroupVersion.WithKind("Pod")
+)
+
+// ownerResources are the workload kinds a pod's template is found through,
+// by controller reference (a pod of a ReplicaSet of a Deployment is matched
+// as the Deployment), read as metadata only.
+var ownerResources = map[string]schema.GroupVersionResource{
+	"ReplicaSet":  {Group: "apps", Version: "v1", Resource: "replicasets"},
+	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
+	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	"DaemonSet":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"Job":         {Group: "batch", Version: "v1", Resource: "jobs"},
+	"CronJob":     {Group: "batch", Version: "v1", Resource: "cronjobs"},
+}
+
+// overrides applies the host's override policies to forwarded pods, from
+// caches of the policies, of the workloads' metadata and of the virtual
+// nodes (whose labels policies target).
+type overrides struct {
+	policies, clusterPolicies cache.GenericLister
+	owners                    map[string]cache.GenericLister
+	nodes                     corev1listers.NodeLister
+}
+
+var _ provider.Overrides = (*overrides)(nil)
+
+// newOverrides starts the caches overrides need and waits for them. It
+// returns nil when the host has no override policy API (flotilla-policy's
+// CRDs are not installed): pods are then forwarded as they are.
+func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1listers.NodeLister) (*overrides, error) {
+	disc, err := discovery.NewDiscoveryClientForConfig(hostConfig)
+	if err != nil {
+		return nil, err
+	}
+	resources, err := disc.ServerResourcesForGroupVersion(policyv1alpha1.GroupVersion.String())
+	if apierrors.IsNotFound(err) || (err == nil && !slices.ContainsFunc(resources.APIResources, func(r metav1.APIResource) bool { return r.Name == overridePolicies.Resource })) {
+		log.G(ctx).Debug("the host has no override policy API (yet); pods are forwarded without overrides")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("discover %s: %w", policyv1alpha1.GroupVersion, err)
+	}
+	dyn, err := dynamic.NewForConfig(hostConfig)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := metadata.NewForConfig(hostConfig)
+	if err != nil {
+		return nil, err
+	}
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
+	o := &overrides{
+		policies:        df.ForResource(overridePolicies).Lister(),
+		clusterPolicies: df.ForResource(clusterOverridePolicies).Lister(),
+		owners:          map[string]cache.GenericLister{},
+		nodes:           nodes,
+	}
+	for kind, gvr := range ownerResources {
+		o.owners[kind] = mf.ForResource(gvr).Lister()
+	}
+	df.Start(ctx.Done())
+	mf.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for gvr, ok := range df.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("cache of %s did not sync", gvr)
+		}
+	}
+	for gvr, ok := range mf.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("cache of %s did not sync", gvr)
+		}
+	}
+	return o, nil
+}
+
+// Pod implements provider.Overrides.
+func (o *overrides) Pod(_ context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
+	policies, err := o.list(host.Namespace)
+	if err != nil || len(policies) == 0 {
+		return host, nil, err
+	}
+	node, err := o.nodes.Get(cluster)
+	if err != nil {
+		return nil, nil, fmt.Errorf("virtual node %s: %w", cluster, err)
+	}
+	out, applied, err := override.OverrideObject(host, podKind, o.template(host), override.ClusterFromNode(node), policies)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, 0, len(applied))
+	for _, r := range applied {
+		names = append(names, r.String())
+	}
+	return out, names, nil
+}
+
+// list returns the OverridePolicies of namespace and every
+// ClusterOverridePolicy.
+func (o *overrides) list(namespace string) ([]override.Policy, error) {
+	var out []override.Policy
+	cops, err := o.clusterPolicies.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range cops {
+		p := &policyv1alpha1.ClusterOverridePolicy{}
+		if err := fromUnstructured(u, p); err != nil {
+			return nil, err
+		}
+		out = append(out, override.FromClusterOverridePolicy(p))
+	}
+	ops, err := o.policies.ByNamespace(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range ops {
+		p := &policyv1alpha1.OverridePolicy{}
+		if err := fromUnstructured(u, p); err != nil {
+			return nil, err
+		}
+		out = append(out, override.FromOverridePolicy(p))
+	}
+	return out, nil
+}
+
+func fromUnstructured(obj runtime.Object, into runtime.Object) error {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected %T in the policy cache", obj)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		return fmt.Errorf("%s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
+	}
+	return nil
+}
+
+// template is what override policies' resource selectors match a pod as:
+// its outermost workload by controller reference, or the pod itself.
+func (o *overrides) template(pod *corev1.Pod) override.Template {
+	t := override.Template{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}
+	refs := pod.OwnerReferences
+	for range 4 {
+		ref := controllerOf(refs)
+		if ref == nil {
+			return t
+		}
+		lister, ok := o.owners[ref.Kind]
+		if !ok {
+			return t
+		}
+		obj, err := lister.ByNamespace(pod.Namespace).Get(ref.Name)
+		if err != nil {
+			return t
+		}
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok || m.UID != ref.UID {
+			return t
+		}
+		t = override.Template{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: pod.Namespace, Name: ref.Name, Labels: m.Labels}
+		refs = m.OwnerReferences
+	}
+	return t
+}
+
+func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
+	for i := range refs {
+		if refs[i].Controller != nil && *refs[i].Controller {
+			return &refs[i]
+		}
+	}
+	return nil
+}
+
+// overrideAPIPollInterval is how often flotilla-node looks for the override
+// policy API when the host did not have it at start.
+const overrideAPIPollInterval = 30 * time.Second
+
+// lazyOverrides forwards pods unchanged until the host serves the override
+// policy API, so that flotilla-policy may be installed after flotilla-node.
+type lazyOverrides struct {
+	mu sync.RWMutex
+	o  *overrides
+}
+
+// startOverrides returns what applies override policies: ready at once when
+// the host serves their API, otherwise found by polling in the background.
+func startOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1listers.NodeLister) (provider.Overrides, error) {
+	o, err := newOverrides(ctx, hostConfig, nodes)
+	if err != nil {
+		return nil, err
+	}
+	l := &lazyOverrides{o: o}
+	if o == nil {
+		go l.poll(ctx, hostConfig, nodes)
+	}
+	return l, nil
+}
+
+func (l *lazyOverrides) poll(ctx context.Context, hostConfig *rest.Config, nodes corev1listers.NodeLister) {
+	t := time.NewTicker(overrideAPIPollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		o, err := newOverrides(ctx, hostConfig, nodes)
+		if err != nil {
+			log.G(ctx).WithError(err).Warn("override policies not available yet")
+			continue
+		}
+		if o != nil {
+			l.mu.Lock()
+			l.o = o
+			l.mu.Unlock()
+			log.G(ctx).Info("override policies are applied from now on")
+			return
+		}
+	}
+}
+
+// Pod implements provider.Overrides.
+func (l *lazyOverrides) Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
+	l.mu.RLock()
+	o := l.o
+	l.mu.RUnlock()
+	if o == nil {
+		return host, nil, nil
+	}
+	return o.Pod(ctx, host, cluster)
+}

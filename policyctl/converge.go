@@ -1,0 +1,175 @@
+package policyctl
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/propagation"
+)
+
+// EventRebalanced: a pod was evicted to move a replica toward the
+// decision; its controller recreates it where a replica is missing.
+const EventRebalanced = "Rebalanced"
+
+// move is one eviction that brings a template closer to its decision.
+type move struct {
+	pod  *corev1.Pod
+	from string
+	why  string
+}
+
+// nextMove picks the pod to evict so that the template's replicas approach
+// the decision, or nil when none should move now. A pod in a cluster the
+// decision no longer chooses moves first, whatever the state of the
+// others. Otherwise a Divided template rebalances only when it is steady —
+// exactly its replicas, all Ready — and some cluster is below its target
+// while another is above: then the pod of the most surplus cluster that a
+// scale-down would delete first (lowest pod-deletion-cost) moves.
+func nextMove(d propagation.Decision, replicas int32, pods []*corev1.Pod) *move {
+	chosen := map[string]bool{}
+	for _, t := range d.Targets {
+		if d.Mode != policyv1alpha1.ReplicaSchedulingTypeDivided || t.Replicas > 0 {
+			chosen[t.Cluster] = true
+		}
+	}
+	counts := map[string]int32{}
+	ready := 0
+	for _, p := range pods {
+		c := clusterOf(p)
+		if c != "" && !chosen[c] {
+			return &move{pod: p, from: c, why: "cluster " + c + " is no longer chosen"}
+		}
+		counts[c]++
+		if podReady(p) {
+			ready++
+		}
+	}
+	if d.Mode != policyv1alpha1.ReplicaSchedulingTypeDivided || int32(len(pods)) != replicas || ready != len(pods) {
+		return nil
+	}
+	var over, under string
+	var most int32
+	for _, t := range d.Targets {
+		switch diff := counts[t.Cluster] - t.Replicas; {
+		case diff > most:
+			over, most = t.Cluster, diff
+		case diff < 0 && under == "":
+			under = t.Cluster
+		}
+	}
+	if over == "" || under == "" {
+		return nil
+	}
+	var victims []*corev1.Pod
+	for _, p := range pods {
+		if clusterOf(p) == over {
+			victims = append(victims, p)
+		}
+	}
+	v := slices.MinFunc(victims, func(a, b *corev1.Pod) int {
+		if c := cmp.Compare(deletionCost(a), deletionCost(b)); c != 0 {
+			return c
+		}
+		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) // newest first
+	})
+	return &move{pod: v, from: over, why: fmt.Sprintf("cluster %s runs %d above its target while cluster %s runs below", over, most, under)}
+}
+
+// clusterOf is where a pod runs, or was placed to run.
+func clusterOf(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	return p.Annotations[ClusterAnnotation]
+}
+
+func deletionCost(p *corev1.Pod) int64 {
+	v, _ := strconv.ParseInt(p.Annotations[DeletionCostAnnotation], 10, 32)
+	return v
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// rebalancer evicts at most one pod per template per interval.
+type rebalancer struct {
+	client   client.Client
+	clock    clock.PassiveClock
+	interval time.Duration
+
+	mu   sync.Mutex
+	last map[types.UID]time.Time
+}
+
+// converge evicts the next pod that should move, if its template may
+// move one now; it returns how long to wait before looking again (0: the
+// template is where its decision says).
+func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *placement) (time.Duration, error) {
+	obj, kind, err := getTemplate(ctx, r.client, tpl)
+	if err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	replicas, _ := kind.workload(obj)
+	var list corev1.PodList
+	if err := r.client.List(ctx, &list, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
+		return 0, err
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if p := &list.Items[i]; !terminal(p) {
+			pods = append(pods, p)
+		}
+	}
+	if pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
+		replicas = 0 // copies run their own replicas; only misplaced pods move
+	}
+	m := nextMove(pl.decision, replicas, pods)
+	if m == nil {
+		return 0, nil
+	}
+	rb := r.rebalance
+	rb.mu.Lock()
+	wait := rb.interval - rb.clock.Since(rb.last[tpl.UID])
+	if wait > 0 {
+		rb.mu.Unlock()
+		return wait, nil
+	}
+	rb.last[tpl.UID] = rb.clock.Now()
+	rb.mu.Unlock()
+	err = r.client.SubResource("eviction").Create(ctx, m.pod, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: m.pod.Name, Namespace: m.pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &m.pod.UID}},
+	})
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		// A PodDisruptionBudget does not allow it now.
+		return rb.interval, nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return rb.interval, nil
+	case err != nil:
+		return 0, fmt.Errorf("evict pod %s/%s: %w", m.pod.Namespace, m.pod.Name, err)
+	}
+	r.recorder.Eventf(obj, m.pod, corev1.EventTypeNormal, EventRebalanced, "Evict",
+		"Evicted pod %s from cluster %s: %s; %s places its replacement", m.pod.Name, m.from, m.why, pl.policy)
+	return rb.interval, nil
+}

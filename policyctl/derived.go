@@ -1,0 +1,147 @@
+package policyctl
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// DerivedAnnotation marks a workload the controller made from a template
+// for one cluster of a Duplicated placement; its value is the cluster.
+const DerivedAnnotation = "policy.flotilla.io/derived-for-cluster"
+
+// EventDerivedConflict: a derived workload's name is taken by an object
+// the controller did not make; that cluster runs no replicas of the
+// template.
+const EventDerivedConflict = "DerivedWorkloadConflict"
+
+// derivable are the kinds a Duplicated placement runs in several clusters
+// by making a copy per cluster; copySpec copies the template's spec into a
+// derived object and reports whether it changed (a Job's spec is
+// immutable once created, so it is only ever copied at creation).
+var derivable = map[string]func(dst, src client.Object, created bool) bool{
+	"Deployment": func(dst, src client.Object, _ bool) bool {
+		return setSpec(&dst.(*appsv1.Deployment).Spec, src.(*appsv1.Deployment).Spec)
+	},
+	"StatefulSet": func(dst, src client.Object, _ bool) bool {
+		return setSpec(&dst.(*appsv1.StatefulSet).Spec, src.(*appsv1.StatefulSet).Spec)
+	},
+	"ReplicaSet": func(dst, src client.Object, _ bool) bool {
+		return setSpec(&dst.(*appsv1.ReplicaSet).Spec, src.(*appsv1.ReplicaSet).Spec)
+	},
+	"CronJob": func(dst, src client.Object, _ bool) bool {
+		return setSpec(&dst.(*batchv1.CronJob).Spec, src.(*batchv1.CronJob).Spec)
+	},
+	"Job": func(dst, src client.Object, created bool) bool {
+		if created {
+			return false
+		}
+		spec := *src.(*batchv1.Job).Spec.DeepCopy()
+		// A Job's selector and pod labels name the Job's own UID; the
+		// derived Job gets its own.
+		spec.Selector, spec.ManualSelector = nil, nil
+		delete(spec.Template.Labels, batchv1.ControllerUidLabel)
+		delete(spec.Template.Labels, batchv1.JobNameLabel)
+		delete(spec.Template.Labels, "controller-uid")
+		delete(spec.Template.Labels, "job-name")
+		dst.(*batchv1.Job).Spec = spec
+		return true
+	},
+}
+
+func setSpec[T any](dst *T, src T) bool {
+	if equality.Semantic.DeepEqual(*dst, src) {
+		return false
+	}
+	*dst = src
+	return true
+}
+
+// derivedName is the name of tpl's copy for cluster.
+func derivedName(tpl Template, cluster string) string { return tpl.Name + "-" + cluster }
+
+// syncDerived makes the template's derived workloads match a Duplicated
+// decision: one per chosen cluster but the first (where the template
+// itself runs), with the template's spec, owned by it; derived workloads of
+// clusters no longer chosen are deleted. Objects it did not make are never
+// touched.
+func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, clusters []string) error {
+	copySpec, ok := derivable[tpl.Kind]
+	if !ok {
+		return nil
+	}
+	src, kind, err := getTemplate(ctx, r.client, tpl)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	want := map[string]bool{}
+	if len(clusters) > 1 {
+		for _, c := range clusters[1:] {
+			want[c] = true
+		}
+	}
+	// Existing derived workloads of this template.
+	list := kind.newList()
+	if err := r.client.List(ctx, list, client.InNamespace(tpl.Namespace)); err != nil {
+		return err
+	}
+	have := map[string]client.Object{}
+	for _, obj := range kind.items(list) {
+		if c := obj.GetAnnotations()[DerivedAnnotation]; c != "" && ownedBy(obj, tpl) {
+			have[c] = obj
+		}
+	}
+	for c, obj := range have {
+		if want[c] {
+			continue
+		}
+		if err := r.client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete %s %s/%s: %w", tpl.Kind, obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
+	for c := range want {
+		if obj, ok := have[c]; ok {
+			if copySpec(obj, src, true) || !equality.Semantic.DeepEqual(obj.GetLabels(), src.GetLabels()) {
+				obj.SetLabels(src.GetLabels())
+				if err := r.client.Update(ctx, obj); err != nil && !apierrors.IsConflict(err) {
+					return fmt.Errorf("update %s %s/%s: %w", tpl.Kind, obj.GetNamespace(), obj.GetName(), err)
+				}
+			}
+			continue
+		}
+		obj := kind.newObj()
+		obj.SetNamespace(tpl.Namespace)
+		obj.SetName(derivedName(tpl, c))
+		obj.SetLabels(src.GetLabels())
+		obj.SetAnnotations(map[string]string{DerivedAnnotation: c})
+		obj.SetOwnerReferences([]metav1.OwnerReference{{
+			APIVersion: tpl.APIVersion, Kind: tpl.Kind, Name: tpl.Name, UID: tpl.UID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}})
+		copySpec(obj, src, false)
+		err := r.client.Create(ctx, obj)
+		if apierrors.IsAlreadyExists(err) {
+			r.recorder.Eventf(src, nil, corev1.EventTypeWarning, EventDerivedConflict, "Derive",
+				"%s %s/%s exists and was not made by flotilla-policy for this template: cluster %s runs none of its replicas",
+				tpl.Kind, tpl.Namespace, obj.GetName(), c)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create %s %s/%s for cluster %s: %w", tpl.Kind, tpl.Namespace, obj.GetName(), c, err)
+		}
+	}
+	return nil
+}
+
+func ownedBy(obj client.Object, tpl Template) bool {
+	ref := metav1.GetControllerOf(obj)
+	return ref != nil && ref.UID == tpl.UID
+}

@@ -1,0 +1,198 @@
+package policyctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/propagation"
+)
+
+// templateIndex indexes pods by TemplateAnnotation.
+const templateIndex = "policy.flotilla.io/template-uid"
+
+// errNotSelected: no policy selects the template.
+var errNotSelected = errors.New("no policy selects the template")
+
+// placement is one template's placement under the policy that selects it.
+type placement struct {
+	policy      string // candidate.ref()
+	candidate   candidate
+	tolerations []corev1.Toleration
+	decision    propagation.Decision
+}
+
+// clusters are the chosen clusters, sorted by name.
+func (p *placement) clusters() []string {
+	out := make([]string, 0, len(p.decision.Targets))
+	for _, t := range p.decision.Targets {
+		out = append(out, t.Cluster)
+	}
+	return out
+}
+
+// placer computes templates' placements from the cached policies, virtual
+// nodes and pods. A decision is kept until the policy, the template's
+// replicas or requests, or the set of clusters (names, labels, taints,
+// readiness) change — not when free capacity does, so that a burst of pods
+// is split by one decision rather than one that drifts as they land.
+type placer struct {
+	cache client.Reader
+
+	mu        sync.Mutex
+	decisions map[types.UID]cachedDecision
+}
+
+type cachedDecision struct {
+	key      string
+	decision propagation.Decision
+	err      error
+}
+
+func newPlacer(cache client.Reader) *placer {
+	return &placer{cache: cache, decisions: map[types.UID]cachedDecision{}}
+}
+
+// policyFor returns the policy that places tpl, or errNotSelected.
+func (p *placer) policyFor(ctx context.Context, tpl Template) (candidate, error) {
+	var pps policyv1alpha1.PropagationPolicyList
+	if err := p.cache.List(ctx, &pps, client.InNamespace(tpl.Namespace)); err != nil {
+		return candidate{}, fmt.Errorf("list PropagationPolicies: %w", err)
+	}
+	var cpps policyv1alpha1.ClusterPropagationPolicyList
+	if err := p.cache.List(ctx, &cpps); err != nil {
+		return candidate{}, fmt.Errorf("list ClusterPropagationPolicies: %w", err)
+	}
+	all := make([]candidate, 0, len(pps.Items)+len(cpps.Items))
+	for i := range pps.Items {
+		all = append(all, candidate{&pps.Items[i], &pps.Items[i].Spec})
+	}
+	for i := range cpps.Items {
+		all = append(all, candidate{&cpps.Items[i], &cpps.Items[i].Spec})
+	}
+	c, ok := choose(all, tpl)
+	if !ok {
+		return candidate{}, errNotSelected
+	}
+	return c, nil
+}
+
+// placement returns tpl's placement; errNotSelected when no policy selects
+// it, a *propagation.Unschedulable when it cannot be placed.
+func (p *placer) placement(ctx context.Context, tpl Template) (*placement, error) {
+	c, err := p.policyFor(ctx, tpl)
+	if err != nil {
+		return nil, err
+	}
+	obj, kind, err := getTemplate(ctx, p.cache, tpl)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", tpl, err)
+	}
+	replicas, spec := kind.workload(obj)
+	request := podRequests(spec)
+	var nodes corev1.NodeList
+	if err := p.cache.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	key := decisionKey(c, replicas, request, nodes.Items)
+	pl := &placement{policy: c.ref(), candidate: c, tolerations: c.spec.Placement.ClusterTolerations}
+
+	p.mu.Lock()
+	cached, ok := p.decisions[tpl.UID]
+	p.mu.Unlock()
+	if ok && cached.key == key {
+		pl.decision = cached.decision
+		return pl, cached.err
+	}
+	var pods corev1.PodList
+	if err := p.cache.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("list pods: %w", err)
+	}
+	clusters := clusterViews(nodes.Items, pods.Items, tpl.UID)
+	d, err := propagation.Place(&c.spec.Placement, clusters, propagation.Workload{Replicas: replicas, Request: request})
+	if err != nil && !errors.As(err, new(*propagation.Unschedulable)) {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.decisions[tpl.UID] = cachedDecision{key: key, decision: d, err: err}
+	p.mu.Unlock()
+	pl.decision = d
+	return pl, err
+}
+
+// forget drops the decision of a template that is gone.
+func (p *placer) forget(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.decisions, uid)
+}
+
+// liveCounts are tpl's pods that are not finished or being deleted, per
+// assigned cluster, and the assignment IDs among them.
+func (p *placer) liveCounts(ctx context.Context, tpl Template) (map[string]int32, map[string]bool, error) {
+	var pods corev1.PodList
+	if err := p.cache.List(ctx, &pods, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
+		return nil, nil, fmt.Errorf("list pods of %s: %w", tpl, err)
+	}
+	counts, seen := map[string]int32{}, map[string]bool{}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		seen[pod.Annotations[AssignmentAnnotation]] = true
+		if terminal(pod) {
+			continue
+		}
+		if c := pod.Annotations[ClusterAnnotation]; c != "" {
+			counts[c]++
+		}
+	}
+	return counts, seen, nil
+}
+
+// decisionKey changes when anything a decision depends on changes, except
+// free capacity.
+func decisionKey(c candidate, replicas int32, request corev1.ResourceList, nodes []corev1.Node) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%d/%d|", c.obj.GetUID(), c.obj.GetGeneration(), replicas)
+	names := make([]string, 0, len(request))
+	for n := range request {
+		names = append(names, string(n))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		q := request[corev1.ResourceName(n)]
+		fmt.Fprintf(&b, "%s=%s,", n, q.String())
+	}
+	var vns []string
+	for i := range nodes {
+		n := &nodes[i]
+		if !isVirtualNode(n) {
+			continue
+		}
+		var s strings.Builder
+		fmt.Fprintf(&s, "|%s %t %t", n.Name, nodeReady(n), n.Spec.Unschedulable)
+		keys := make([]string, 0, len(n.Labels))
+		for k := range n.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&s, " %s=%s", k, n.Labels[k])
+		}
+		for _, t := range n.Spec.Taints {
+			fmt.Fprintf(&s, " %s", t.ToString())
+		}
+		vns = append(vns, s.String())
+	}
+	slices.Sort(vns)
+	b.WriteString(strings.Join(vns, ""))
+	return b.String()
+}

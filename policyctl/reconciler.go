@@ -1,0 +1,227 @@
+package policyctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/propagation"
+)
+
+// Event reasons, on the template the user looks at.
+const (
+	// EventPlacementFailed: the template's policy cannot place it now.
+	EventPlacementFailed = "PlacementFailed"
+	// EventUnplacedPodRecreated: a pod admitted while the webhook was
+	// unavailable was deleted so that its controller recreates it placed.
+	EventUnplacedPodRecreated = "UnplacedPodRecreated"
+)
+
+// ConditionReady is the policy condition that says whether every template
+// it selects is placed.
+const ConditionReady = "Ready"
+
+// policyReconciler records, in a policy's status, the templates it places
+// and where, reports templates it cannot place, and recreates pods of its
+// templates that were admitted unplaced. It is level-based: whatever
+// changed, it recomputes the whole status of one policy.
+type policyReconciler struct {
+	client    client.Client
+	placer    *placer
+	recorder  events.EventRecorder
+	rebalance *rebalancer
+	// newPolicy returns an empty policy of the reconciled kind.
+	newPolicy func() client.Object
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pol := r.newPolicy()
+	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	spec, status := specAndStatus(pol)
+	var templates []policyv1alpha1.TemplatePlacement
+	var problems []string
+	var requeue time.Duration
+	for _, tpl := range r.selected(ctx, pol, spec) {
+		c, err := r.placer.policyFor(ctx, tpl)
+		if err != nil || c.obj.GetUID() != pol.GetUID() {
+			continue // another policy wins it
+		}
+		pl, err := r.placer.placement(ctx, tpl)
+		var unschedulable *propagation.Unschedulable
+		switch {
+		case errors.As(err, &unschedulable):
+			problems = append(problems, fmt.Sprintf("%s: %s", tpl, err))
+			if obj, _, gerr := getTemplate(ctx, r.client, tpl); gerr == nil {
+				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventPlacementFailed, "Place",
+					"%s cannot place it: %s", pl.policy, err)
+			}
+		case err != nil:
+			return ctrl.Result{}, err
+		}
+		tp := policyv1alpha1.TemplatePlacement{APIVersion: tpl.APIVersion, Kind: tpl.Kind, Namespace: tpl.Namespace, Name: tpl.Name}
+		current, err := r.current(ctx, tpl)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if pl != nil {
+			for _, t := range pl.decision.Targets {
+				tp.Clusters = append(tp.Clusters, policyv1alpha1.ClusterReplicas{Name: t.Cluster, DesiredReplicas: t.Replicas, CurrentReplicas: current[t.Cluster]})
+			}
+			if err == nil {
+				if err := r.recreateUnplaced(ctx, tpl); err != nil {
+					return ctrl.Result{}, err
+				}
+			}
+		}
+		var derivedFor []string
+		if err == nil && pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
+			derivedFor = pl.clusters()
+		}
+		if err := r.syncDerived(ctx, tpl, derivedFor); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err == nil {
+			wait, err := r.converge(ctx, tpl, pl)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if wait > 0 && (requeue == 0 || wait < requeue) {
+				requeue = wait
+			}
+		}
+		templates = append(templates, tp)
+	}
+	slices.SortFunc(templates, func(a, b policyv1alpha1.TemplatePlacement) int {
+		return strings.Compare(a.Kind+"/"+a.Namespace+"/"+a.Name, b.Kind+"/"+b.Namespace+"/"+b.Name)
+	})
+	next := status.DeepCopy()
+	next.ObservedGeneration = pol.GetGeneration()
+	next.Templates = templates
+	next.MatchedTemplates = int32(len(templates))
+	cond := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Placed",
+		Message: fmt.Sprintf("%d templates placed", len(templates)), ObservedGeneration: pol.GetGeneration()}
+	if len(problems) > 0 {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, EventPlacementFailed, strings.Join(problems, "; ")
+	}
+	meta.SetStatusCondition(&next.Conditions, cond)
+	if equality.Semantic.DeepEqual(next, status) {
+		return ctrl.Result{RequeueAfter: requeue}, nil
+	}
+	*status = *next
+	if err := r.client.Status().Update(ctx, pol); err != nil && !apierrors.IsConflict(err) {
+		return ctrl.Result{}, fmt.Errorf("update status of %s: %w", candidate{obj: pol}.ref(), err)
+	} else if err != nil {
+		return ctrl.Result{Requeue: true}, nil
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+func specAndStatus(pol client.Object) (*policyv1alpha1.PropagationSpec, *policyv1alpha1.PropagationPolicyStatus) {
+	switch p := pol.(type) {
+	case *policyv1alpha1.PropagationPolicy:
+		return &p.Spec, &p.Status
+	case *policyv1alpha1.ClusterPropagationPolicy:
+		return &p.Spec, &p.Status
+	}
+	panic(fmt.Sprintf("policyctl: %T is not a propagation policy", pol))
+}
+
+// selected lists the templates any of the policy's selectors matches.
+func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec *policyv1alpha1.PropagationSpec) []Template {
+	var out []Template
+	seen := map[TemplateKey]bool{}
+	c := candidate{obj: pol, spec: spec}
+	for _, sel := range spec.ResourceSelectors {
+		k, ok := templateKinds[sel.Kind]
+		if !ok || k.apiVersion != sel.APIVersion {
+			continue
+		}
+		list := k.newList()
+		var opts []client.ListOption
+		if ns := pol.GetNamespace(); ns != "" {
+			opts = append(opts, client.InNamespace(ns))
+		} else if sel.Namespace != "" {
+			opts = append(opts, client.InNamespace(sel.Namespace))
+		}
+		if err := r.client.List(ctx, list, opts...); err != nil {
+			continue
+		}
+		for _, obj := range k.items(list) {
+			t := templateOf(obj, k.apiVersion, k.kind)
+			if seen[t.Key()] || !c.selects(t) || obj.GetDeletionTimestamp() != nil ||
+				obj.GetAnnotations()[DerivedAnnotation] != "" {
+				continue
+			}
+			if k.kind == "Pod" && metav1.GetControllerOf(obj) != nil {
+				continue // a workload's pod, placed with its workload
+			}
+			seen[t.Key()] = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// current counts the template's pods bound to each cluster.
+func (r *policyReconciler) current(ctx context.Context, tpl Template) (map[string]int32, error) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
+		return nil, fmt.Errorf("list pods of %s: %w", tpl, err)
+	}
+	out := map[string]int32{}
+	for i := range pods.Items {
+		if p := &pods.Items[i]; !terminal(p) && p.Spec.NodeName != "" {
+			out[p.Spec.NodeName]++
+		}
+	}
+	return out, nil
+}
+
+// recreateUnplaced deletes the template's pods that were admitted without
+// a placement (the webhook was unavailable, or the template could not be
+// placed then) and are not scheduled, so their controller recreates them
+// through the webhook. A bare pod has no controller to recreate it and is
+// left alone: it waits Pending and its template carries the event.
+func (r *policyReconciler) recreateUnplaced(ctx context.Context, tpl Template) error {
+	if tpl.Kind == "Pod" {
+		return nil
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(tpl.Namespace)); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Spec.NodeName != "" || terminal(p) || p.Annotations[TemplateAnnotation] != "" {
+			continue
+		}
+		owner, err := TemplateOf(ctx, r.client, p)
+		if err != nil || owner.UID != tpl.UID {
+			continue
+		}
+		if err := r.client.Delete(ctx, p, client.Preconditions{UID: &p.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("delete unplaced pod %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		if obj, _, err := getTemplate(ctx, r.client, tpl); err == nil {
+			r.recorder.Eventf(obj, p, corev1.EventTypeNormal, EventUnplacedPodRecreated, "Delete",
+				"Pod %s was admitted without a placement and is recreated through the placement webhook", p.Name)
+		}
+	}
+	return nil
+}

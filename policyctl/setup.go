@@ -1,0 +1,114 @@
+package policyctl
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+)
+
+// Webhook paths served by flotilla-policy.
+const (
+	// PodWebhookPath is the mutating webhook for pod creation.
+	PodWebhookPath = "/mutate-v1-pod"
+	// PolicyWebhookPath is the validating webhook for the policy kinds.
+	PolicyWebhookPath = "/validate-policy-flotilla-io-v1alpha1"
+)
+
+// Options tune the policy controller.
+type Options struct {
+	// RebalanceInterval is the least time between two evictions that move
+	// one template's replicas toward its decision.
+	RebalanceInterval time.Duration
+}
+
+// Setup registers the policy reconcilers and webhooks with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts Options) error {
+	if opts.RebalanceInterval <= 0 {
+		opts.RebalanceInterval = 10 * time.Second
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, templateIndex, func(o client.Object) []string {
+		if uid := o.GetAnnotations()[TemplateAnnotation]; uid != "" {
+			return []string{uid}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index pods by template: %w", err)
+	}
+	pl := newPlacer(mgr.GetCache())
+	recorder := mgr.GetEventRecorder("flotilla-policy")
+	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
+
+	for _, kind := range []struct {
+		name      string
+		newPolicy func() client.Object
+		list      func(ctx context.Context, namespace string) []reconcile.Request
+	}{
+		{"propagationpolicy", func() client.Object { return &policyv1alpha1.PropagationPolicy{} }, func(ctx context.Context, ns string) []reconcile.Request {
+			var l policyv1alpha1.PropagationPolicyList
+			if err := mgr.GetCache().List(ctx, &l, client.InNamespace(ns)); err != nil {
+				return nil
+			}
+			return requests(objects(l.Items))
+		}},
+		{"clusterpropagationpolicy", func() client.Object { return &policyv1alpha1.ClusterPropagationPolicy{} }, func(ctx context.Context, _ string) []reconcile.Request {
+			var l policyv1alpha1.ClusterPropagationPolicyList
+			if err := mgr.GetCache().List(ctx, &l); err != nil {
+				return nil
+			}
+			return requests(objects(l.Items))
+		}},
+	} {
+		r := &policyReconciler{client: mgr.GetClient(), placer: pl, recorder: recorder, rebalance: rb, newPolicy: kind.newPolicy}
+		byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return kind.list(ctx, o.GetNamespace())
+		})
+		all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if n, ok := o.(*corev1.Node); ok && !isVirtualNode(n) {
+				return nil
+			}
+			return kind.list(ctx, "")
+		})
+		b := ctrl.NewControllerManagedBy(mgr).Named(kind.name).For(kind.newPolicy()).
+			Watches(&corev1.Node{}, all).
+			// Pods change templates' current replicas, and a pod admitted
+			// unplaced must be recreated.
+			Watches(&corev1.Pod{}, byNamespace)
+		for _, k := range templateKinds {
+			if k.kind != "Pod" {
+				b = b.Watches(k.newObj(), byNamespace)
+			}
+		}
+		if err := b.Complete(r); err != nil {
+			return fmt.Errorf("set up %s controller: %w", kind.name, err)
+		}
+	}
+
+	hook := mgr.GetWebhookServer()
+	hook.Register(PodWebhookPath, &webhook.Admission{Handler: &PodPlacer{
+		cache: mgr.GetCache(), placer: pl, ledger: newLedger(clock.RealClock{}),
+		decoder: admission.NewDecoder(mgr.GetScheme()), log: log.WithField("webhook", "pod"),
+	}})
+	hook.Register(PolicyWebhookPath, &webhook.Admission{Handler: &PolicyValidator{decoder: admission.NewDecoder(mgr.GetScheme())}})
+	return nil
+}
+
+func requests(objs []client.Object) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+	}
+	return out
+}

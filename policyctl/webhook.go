@@ -1,0 +1,94 @@
+package policyctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/propagation"
+)
+
+// PodPlacer is the mutating admission webhook that places each new pod of
+// a template a PropagationPolicy selects (docs/policies.md, "Enforcement").
+type PodPlacer struct {
+	cache   client.Reader
+	placer  *placer
+	ledger  *ledger
+	decoder admission.Decoder
+	log     logrus.FieldLogger
+}
+
+var _ admission.Handler = (*PodPlacer)(nil)
+
+// Handle places a pod being created; pods no policy selects pass unchanged.
+// An error reading the caches is returned as such and, with the webhook's
+// failurePolicy Ignore, admits the pod unplaced: it then lacks the
+// virtual-node toleration and waits Pending until the controller recreates
+// it (see docs/policies.md, "Webhook unavailable").
+func (h *PodPlacer) Handle(ctx context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := h.decoder.Decode(req, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	if _, done := pod.Annotations[PlacementAnnotation]; done {
+		return admission.Allowed("already placed")
+	}
+	tpl, err := TemplateOf(ctx, h.cache, pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	pl, err := h.placer.placement(ctx, tpl)
+	switch {
+	case errors.Is(err, errNotSelected):
+		return admission.Allowed("no policy selects " + tpl.String())
+	case errors.As(err, new(*propagation.Unschedulable)):
+		// Left without the virtual-node toleration: it waits Pending, and
+		// the controller reports why on the template.
+		return admission.Allowed(tpl.String() + " cannot be placed: " + err.Error())
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	p := podPlacement{policy: pl.policy, template: string(tpl.UID), tolerations: pl.tolerations}
+	switch {
+	case pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDivided:
+		live, seen, err := h.placer.liveCounts(ctx, tpl)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		counts := h.ledger.counts(tpl.UID, live, seen)
+		p.assigned = propagation.Next(pl.decision, counts)
+		p.assignmentID = rand.String(10)
+		p.deletionCost = propagation.DeletionCost(pl.decision, p.assigned, counts[p.assigned]+1)
+		h.ledger.add(tpl.UID, p.assignmentID, p.assigned)
+	case tpl.DerivedCluster != "":
+		// Duplicated, a derived workload's pod: its cluster, while that
+		// is still chosen (the controller deletes the workload if not).
+		if pl.decision.Replicas(tpl.DerivedCluster) == 0 {
+			return admission.Allowed(tpl.String() + " no longer runs in cluster " + tpl.DerivedCluster)
+		}
+		p.clusters = []string{tpl.DerivedCluster}
+	default:
+		// Duplicated: the template itself runs in the first chosen
+		// cluster; the others run derived copies.
+		p.clusters = pl.clusters()[:1]
+	}
+	place(pod, p)
+	out, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	h.log.WithField("pod", pod.Namespace+"/"+pod.GenerateName+pod.Name).WithField("template", tpl.String()).
+		WithField("cluster", p.assigned).WithField("policy", pl.policy).Debug("pod placed")
+	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+}
