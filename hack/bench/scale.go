@@ -48,8 +48,12 @@ import (
 //     and CPU over --idle-window with the pods, and scale to zero — the
 //     nodes still watched throughout.
 //
-// Watches attributed to flotilla-node are the open watches with it minus
-// those without it.
+// Watches attributed to flotilla-node are the open watches while it runs
+// minus those once it has stopped (the baseline's right after it, the full
+// run's at the end), so that other clients changing their own watches in
+// between are not counted as flotilla-node's; and the world's watches must
+// first have stayed the same for longer than the controller-manager takes
+// to start watching the policy CRDs the fleet installs.
 
 // scaleMember is the member cluster the scale scenario splits.
 const scaleMember = "member-1"
@@ -190,12 +194,14 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 		}
 		sw.ports = append(sw.ports, port)
 	}
-	if sw.without, err = settledLoad(ctx, w.Clusters(), time.Minute); err != nil {
+	// The controller-manager starts watching the CRDs the fleet installed
+	// only when its discovery next looks.
+	if sw.without, err = settledLoad(ctx, w.Clusters(), discoveryResync+5*time.Second, 3*time.Minute); err != nil {
 		return res, fmt.Errorf("watches without flotilla-node: %w", err)
 	}
 
 	logf("scale: baseline, flotilla-node serving 1 partition")
-	base, err := sw.serve(ctx, 1, res.Baseline)
+	base, withBase, err := sw.serve(ctx, 1, res.Baseline)
 	if err != nil {
 		return res, fmt.Errorf("baseline: %w", err)
 	}
@@ -205,12 +211,16 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 	if err := base.meter.memory("idle", res.Baseline); err != nil {
 		return res, err
 	}
-	if err := sw.stopBaseline(ctx); err != nil {
-		return res, err
+	// An administrator retiring the node would delete it too; the full
+	// run registers it afresh.
+	afterBase, err := sw.stopNode(ctx, partitions[:1])
+	if err != nil {
+		return res, fmt.Errorf("baseline: %w", err)
 	}
+	sw.attribute(res.Baseline, withBase, afterBase)
 
 	logf("scale: flotilla-node serving %d partitions", len(partitions))
-	t, err := sw.serve(ctx, len(partitions), res.Scale)
+	t, with, err := sw.serve(ctx, len(partitions), res.Scale)
 	if err != nil {
 		return res, err
 	}
@@ -273,6 +283,13 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 	if err := sw.rejected(ctx, s); err != nil {
 		return res, err
 	}
+	after, err := sw.stopNode(ctx, nil)
+	if err != nil {
+		return res, err
+	}
+	sw.attribute(s, with, after)
+	logf("scale: flotilla-node held %.0f member and %.0f host watches with 1 partition, %.0f and %.0f with %d",
+		res.Baseline["watches."+roleMember], res.Baseline["watches."+roleHost], s["watches."+roleMember], s["watches."+roleHost], len(partitions))
 	var errs []error
 	if werr != nil {
 		errs = append(errs, fmt.Errorf("workload: %w", werr))
@@ -289,14 +306,14 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 // serve starts flotilla-node with the first n partitions, waits until their
 // virtual nodes are Ready and the apiservers' watches have settled, and
 // records both in s. The returned target meters that flotilla-node.
-func (sw *scaleWorld) serve(ctx context.Context, n int, s sample) (*target, error) {
+func (sw *scaleWorld) serve(ctx context.Context, n int, s sample) (*target, map[string]apiLoad, error) {
 	cfg, err := nodeConfig(sw.partitions[:n], sw.ports[:n])
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	path := filepath.Join(sw.w.Dir(), fmt.Sprintf("nodeconfig-%d.yaml", n))
 	if err := os.WriteFile(path, cfg, 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	args := []string{"--config=" + path}
 	if sw.o.profileDir != "" {
@@ -304,7 +321,7 @@ func (sw *scaleWorld) serve(ctx context.Context, n int, s sample) (*target, erro
 	}
 	start := time.Now()
 	if _, err := sw.f.StartNode(scaleMember, args...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	readyCtx, cancel := context.WithTimeout(ctx, sw.o.phaseTimeout)
 	defer cancel()
@@ -312,51 +329,69 @@ func (sw *scaleWorld) serve(ctx context.Context, n int, s sample) (*target, erro
 	// saw when each node became Ready.
 	for _, name := range sw.partitions[:n] {
 		if err := sw.f.WaitVirtualNodeReady(readyCtx, scaleMember, name, sw.o.phaseTimeout); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	last, err := sw.hb.waitUsable(readyCtx, sw.partitions[:n], start)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s["nodes_ready_s"] = seconds(last.Sub(start))
-	with, err := settledLoad(ctx, sw.w.Clusters(), time.Minute)
+	with, err := settledLoad(ctx, sw.w.Clusters(), settleQuiet, time.Minute)
 	if err != nil {
-		return nil, fmt.Errorf("watches with flotilla-node: %w", err)
+		return nil, nil, fmt.Errorf("watches with flotilla-node: %w", err)
 	}
+	// Until flotilla-node has stopped, against the world before it.
+	sw.attribute(s, with, sw.without)
+	sw.logf("scale: %d virtual nodes Ready %.1fs after start", n, s["nodes_ready_s"])
+	t := &target{mode: modeFlotilla, opts: sw.o, world: sw.w, fleet: sw.f, user: sw.w.Host(), members: sw.w.Members(), logf: sw.logf, once: sample{}}
+	t.meter = newMeter(t)
+	return t, with, nil
+}
+
+// roleOf is the meter's role of a cluster of the world.
+func (sw *scaleWorld) roleOf(c *testworld.Cluster) string {
+	if c == sw.w.Host() {
+		return roleHost
+	}
+	return roleMember
+}
+
+// attribute records the open watches of each apiserver with flotilla-node
+// and those beyond the reading without it, in total and by resource.
+func (sw *scaleWorld) attribute(s sample, with, without map[string]apiLoad) {
 	for _, c := range sw.w.Clusters() {
-		role := roleMember
-		if c == sw.w.Host() {
-			role = roleHost
+		role := sw.roleOf(c)
+		for k := range s {
+			if strings.HasPrefix(k, "watch_detail."+role+".") {
+				delete(s, k)
+			}
 		}
-		s["watches."+role] = with[c.Name].watches.total() - sw.without[c.Name].watches.total()
+		s["watches."+role] = with[c.Name].watches.total() - without[c.Name].watches.total()
 		s["watches."+role+"_total"] = with[c.Name].watches.total()
-		for k, v := range with[c.Name].watches.sub(sw.without[c.Name].watches) {
+		for k, v := range with[c.Name].watches.sub(without[c.Name].watches) {
 			s["watch_detail."+role+"."+k] = v
 		}
 	}
-	sw.logf("scale: %d virtual nodes Ready %.1fs after start; flotilla-node holds %.0f member and %.0f host watches",
-		n, s["nodes_ready_s"], s["watches."+roleMember], s["watches."+roleHost])
-	t := &target{mode: modeFlotilla, opts: sw.o, world: sw.w, fleet: sw.f, user: sw.w.Host(), members: sw.w.Members(), logf: sw.logf, once: sample{}}
-	t.meter = newMeter(t)
-	return t, nil
 }
 
-// stopBaseline stops the one-partition flotilla-node, removes its virtual
-// node from the host as an administrator retiring it would, and waits for
-// its watches to close.
-func (sw *scaleWorld) stopBaseline(ctx context.Context) error {
+// stopNode stops flotilla-node, deletes the given virtual nodes from the
+// host, and returns the apiservers' load once the watches have settled.
+func (sw *scaleWorld) stopNode(ctx context.Context, nodes []string) (map[string]apiLoad, error) {
 	if err := sw.f.Node(scaleMember).Stop(); err != nil {
-		return fmt.Errorf("stop the baseline flotilla-node: %w", err)
+		return nil, fmt.Errorf("stop flotilla-node: %w", err)
 	}
-	err := sw.w.Host().Client().CoreV1().Nodes().Delete(ctx, sw.partitions[0], metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete virtual node %s: %w", sw.partitions[0], err)
+	for _, n := range nodes {
+		err := sw.w.Host().Client().CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("delete virtual node %s: %w", n, err)
+		}
 	}
-	if _, err := settledLoad(ctx, sw.w.Clusters(), time.Minute); err != nil {
-		return fmt.Errorf("watches after the baseline: %w", err)
+	after, err := settledLoad(ctx, sw.w.Clusters(), settleQuiet, time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("watches after flotilla-node stopped: %w", err)
 	}
-	return nil
+	return after, nil
 }
 
 // rejected records how many requests each apiserver refused with 429 Too
@@ -367,10 +402,7 @@ func (sw *scaleWorld) rejected(ctx context.Context, s sample) error {
 		if err != nil {
 			return fmt.Errorf("scrape %s: %w", c.Name, err)
 		}
-		role := roleMember
-		if c == sw.w.Host() {
-			role = roleHost
-		}
+		role := sw.roleOf(c)
 		before := sw.without[c.Name]
 		s["api."+role+".rejected_429"] = l.rejected - before.rejected
 		for k, v := range l.rejectedBy {

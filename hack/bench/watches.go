@@ -113,23 +113,28 @@ func (w watchCounts) sub(before watchCounts) watchCounts {
 	return d
 }
 
-// settleReadings is how many readings in a row, a second apart, must agree
-// before settledLoad trusts them.
-const settleReadings = 3
+// settleQuiet is how long the open watches must stay the same before
+// settledLoad trusts them: three readings a second apart.
+const settleQuiet = 2 * time.Second
 
-// settledLoad reads every cluster's apiserver once a second until
-// settleReadings readings in a row show the same open watches, and returns
-// the last reading by cluster name. A watch that client-go is renewing at
-// that moment (it renews each every 5 to 10 minutes), an informer still
-// starting or a stopped process's watches still closing would otherwise be
-// counted or missed.
-func settledLoad(ctx context.Context, clusters []*testworld.Cluster, timeout time.Duration) (map[string]apiLoad, error) {
+// discoveryResync is how often the controller-manager's garbage collector
+// and quota controller look for new resources to watch (the policy CRDs the
+// fleet installs, say); the world's first reading waits longer than that.
+const discoveryResync = 30 * time.Second
+
+// settledLoad reads every cluster's apiserver once a second until the open
+// watches have stayed the same for quiet, and returns the last reading by
+// cluster name. A watch that client-go is renewing at that moment (it
+// renews each every 5 to 10 minutes), an informer still starting or a
+// stopped process's watches still closing would otherwise be counted or
+// missed.
+func settledLoad(ctx context.Context, clusters []*testworld.Cluster, quiet, timeout time.Duration) (map[string]apiLoad, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var last map[string]apiLoad
-	same := 0
+	var since time.Time
 	for {
 		cur := map[string]apiLoad{}
 		for _, c := range clusters {
@@ -139,18 +144,17 @@ func settledLoad(ctx context.Context, clusters []*testworld.Cluster, timeout tim
 			}
 			cur[c.Name] = l
 		}
-		if last != nil && sameWatches(last, cur) {
-			same++
-		} else {
-			same = 1
+		now := time.Now()
+		if last == nil || !sameWatches(last, cur) {
+			since = now
 		}
 		last = cur
-		if same >= settleReadings {
+		if now.Sub(since) >= quiet {
 			return cur, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("open watches did not settle within %s (last %v): %w", timeout, summarize(last), ctx.Err())
+			return nil, fmt.Errorf("open watches did not stay the same for %s within %s (last %v): %w", quiet, timeout, summarize(last), ctx.Err())
 		case <-tick.C:
 		}
 	}
