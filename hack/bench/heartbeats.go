@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +134,11 @@ func nodeUsable(n *corev1.Node) (bool, string) {
 			if c.Status == corev1.ConditionTrue {
 				return true, ""
 			}
-			return false, fmt.Sprintf("Ready=%s %s", c.Status, c.Reason)
+			msg := c.Message
+			if len(msg) > 160 {
+				msg = msg[:160] + "…"
+			}
+			return false, strings.TrimSpace(fmt.Sprintf("Ready=%s %s %s", c.Status, c.Reason, msg))
 		}
 	}
 	return false, "no Ready condition"
