@@ -180,15 +180,23 @@ func (p *Provider) buildLocked() *corev1.Node {
 
 // Run checks the member's health and publishes node changes until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	health := p.cfg.Clock.NewTicker(p.cfg.HealthInterval)
-	defer health.Stop()
 	p.checkHealth(ctx)
+	// Each check starts an interval after the previous one ended rather
+	// than on a fixed beat: after a check that a struggling member kept
+	// waiting for most of an interval, a ticker would start the next at
+	// once, and FailureThreshold failures would span a moment instead of
+	// FailureThreshold intervals (the more so as the virtual nodes of one
+	// process share answers younger than half an interval).
+	health := p.cfg.Clock.NewTimer(p.cfg.HealthInterval)
+	defer health.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-health.C():
-			if !p.checkHealth(ctx) {
+			changed := p.checkHealth(ctx)
+			health.Reset(p.cfg.HealthInterval)
+			if !changed {
 				// Member changes arrive as events; a check that changes
 				// nothing the node shows needs no rebuild.
 				continue

@@ -142,3 +142,64 @@ func TestHealthTransitionsArePublished(t *testing.T) {
 		t.Errorf("Node() Ready = %+v", got)
 	}
 }
+
+// slowHealth fails every check after taking most of an interval, recording
+// when each check began and ended.
+type slowHealth struct {
+	took time.Duration
+
+	mu         sync.Mutex
+	begun, end []time.Time
+}
+
+func (h *slowHealth) Healthy(ctx context.Context) error {
+	h.mu.Lock()
+	h.begun = append(h.begun, time.Now())
+	h.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(h.took):
+	}
+	h.mu.Lock()
+	h.end = append(h.end, time.Now())
+	h.mu.Unlock()
+	return errors.New("etcd-readiness failed")
+}
+
+// TestSlowChecksStayAnIntervalApart checks that a check the member kept
+// waiting is not followed at once by the next: two failures in a row must
+// span two intervals, not one slow moment.
+func TestSlowChecksStayAnIntervalApart(t *testing.T) {
+	health := &slowHealth{took: 40 * time.Millisecond}
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	p, err := NewProvider(ProviderConfig{
+		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health,
+		HealthInterval: 50 * time.Millisecond, FailureThreshold: 2, Debounce: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		health.mu.Lock()
+		n := len(health.end)
+		health.mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d checks in 10s", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	cancel()
+	health.mu.Lock()
+	defer health.mu.Unlock()
+	for i := 1; i < 4; i++ {
+		if gap := health.begun[i].Sub(health.end[i-1]); gap < 45*time.Millisecond {
+			t.Errorf("check %d began %s after check %d ended; want about the 50ms interval", i, gap, i-1)
+		}
+	}
+}
