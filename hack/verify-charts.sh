@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks the charts: that what hack/update-charts.sh generates (the RBAC
-# copies, the README) is current and every value is documented, and that
-# `helm lint --strict` and `helm template` pass for each of the chart's
-# ci/*-values.yaml files, and that the chart refuses to render without
-# member credentials or with inconsistent values. Builds helm and helm-docs
+# copies, the READMEs) is current and every value is documented, that
+# `helm lint --strict` and `helm template` pass for each chart's
+# ci/*-values.yaml files, that flotilla-node refuses to render without
+# member credentials or with inconsistent values, and that flotilla-policy
+# renders the names its roles grant. Builds helm and helm-docs
 # first (cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,17 +22,27 @@ cp -a charts "$tmp/charts"
 CHARTS_DIR="$tmp/charts" bash hack/update-charts.sh
 diff -ru charts "$tmp/charts" >&2 || fail "generated chart files are stale; run hack/update-charts.sh"
 
-# helm-docs lists a value without a `# --` comment with an empty description.
-if grep -nE '^\|[^|]+\|[^|]+\|[^|]+\|[[:space:]]*\|$' charts/flotilla-node/README.md >&2; then
-  fail "values without a '# --' comment in charts/flotilla-node/values.yaml"
-fi
+for chart in charts/flotilla-node charts/flotilla-policy; do
+  # helm-docs lists a value without a `# --` comment with an empty description.
+  if grep -nE '^\|[^|]+\|[^|]+\|[^|]+\|[[:space:]]*\|$' "$chart/README.md" >&2; then
+    fail "values without a '# --' comment in $chart/values.yaml"
+  fi
+  for values in "$chart"/ci/*-values.yaml; do
+    "$helm" lint --strict --quiet "$chart" -f "$values" >&2 || fail "helm lint $chart -f $values"
+    "$helm" template beijing "$chart" --namespace flotilla-system -f "$values" >"$tmp/rendered.yaml" ||
+      fail "helm template $chart -f $values"
+  done
+done
+
+# flotilla-policy: the names its roles grant are the ones it renders.
+chart=charts/flotilla-policy
+out="$("$helm" template p "$chart" --namespace flotilla-system)"
+for want in "name: flotilla-policy$" "--webhook-cert-secret=flotilla-system/flotilla-policy-webhook-cert$" \
+  "--mutating-webhook-configuration=flotilla-policy$" "values: \[\"flotilla-system\", kube-system\]$"; do
+  grep -qE -- "$want" <<<"$out" || fail "$chart renders no line matching '$want'"
+done
 
 chart=charts/flotilla-node
-for values in "$chart"/ci/*-values.yaml; do
-  "$helm" lint --strict --quiet "$chart" -f "$values" >&2 || fail "helm lint $chart -f $values"
-  "$helm" template beijing "$chart" --namespace flotilla-system -f "$values" >"$tmp/rendered.yaml" ||
-    fail "helm template $chart -f $values"
-done
 
 # refuse WANT ARGS...: the chart must not render with ARGS, saying WANT.
 refuse() {

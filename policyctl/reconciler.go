@@ -47,8 +47,8 @@ type policyReconciler struct {
 	newPolicy func() client.Object
 }
 
-// Reconcile implements reconcile.Reconciler.
-func (r *policyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// reconcile recomputes one policy's status (see Reconcile).
+func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pol := r.newPolicy()
 	if err := r.client.Get(ctx, req.NamespacedName, pol); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)

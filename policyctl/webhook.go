@@ -7,6 +7,8 @@ import (
 	"net/http"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,12 +30,12 @@ type PodPlacer struct {
 
 var _ admission.Handler = (*PodPlacer)(nil)
 
-// Handle places a pod being created; pods no policy selects pass unchanged.
+// handle places a pod being created; pods no policy selects pass unchanged.
 // An error reading the caches is returned as such and, with the webhook's
 // failurePolicy Ignore, admits the pod unplaced: it then lacks the
 // virtual-node toleration and waits Pending until the controller recreates
 // it (see docs/policies.md, "Webhook unavailable").
-func (h *PodPlacer) Handle(ctx context.Context, req admission.Request) admission.Response {
+func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
 	if err := h.decoder.Decode(req, pod); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -88,6 +90,7 @@ func (h *PodPlacer) Handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("template", tpl.String()), attribute.String("policy", pl.policy))
 	h.log.WithField("pod", pod.Namespace+"/"+pod.GenerateName+pod.Name).WithField("template", tpl.String()).
 		WithField("cluster", p.assigned).WithField("policy", pl.policy).Debug("pod placed")
 	return admission.PatchResponseFromRaw(req.Object.Raw, out)

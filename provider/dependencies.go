@@ -653,17 +653,35 @@ func newDependencies(p *Provider) (*dependencies, error) {
 	owns := func(o metav1.Object) bool { return p.ours(o) }
 	d.kinds = map[string]mirrorer{
 		kindSecret: secretMirror(p.cfg.MemberClient,
-			func(ns, n string) (*corev1.Secret, error) { return hSecrets.Lister().Secrets(ns).Get(n) },
+			func(ns, n string) (*corev1.Secret, error) {
+				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
+				if err != nil {
+					return nil, err
+				}
+				return overridden(p, obj, "Secret")
+			},
 			func(ns, n string) (*corev1.Secret, error) {
 				return ownCopy[*corev1.Secret](p, kindSecret, n)(secrets.Secrets(ns).Get(n))
 			}, owns),
 		kindConfigMap: configMapMirror(p.cfg.MemberClient,
-			func(ns, n string) (*corev1.ConfigMap, error) { return hConfigMaps.Lister().ConfigMaps(ns).Get(n) },
+			func(ns, n string) (*corev1.ConfigMap, error) {
+				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
+				if err != nil {
+					return nil, err
+				}
+				return overridden(p, obj, "ConfigMap")
+			},
 			func(ns, n string) (*corev1.ConfigMap, error) {
 				return ownCopy[*corev1.ConfigMap](p, kindConfigMap, n)(configMaps.ConfigMaps(ns).Get(n))
 			}, owns),
 		kindServiceAccount: serviceAccountMirror(p.cfg.MemberClient,
-			func(ns, n string) (*corev1.ServiceAccount, error) { return hSAs.Lister().ServiceAccounts(ns).Get(n) },
+			func(ns, n string) (*corev1.ServiceAccount, error) {
+				obj, err := hSAs.Lister().ServiceAccounts(ns).Get(n)
+				if err != nil {
+					return nil, err
+				}
+				return overridden(p, obj, "ServiceAccount")
+			},
 			func(ns, n string) (*corev1.ServiceAccount, error) {
 				return ownCopy[*corev1.ServiceAccount](p, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
 			}, owns),

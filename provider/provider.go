@@ -13,12 +13,12 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
-	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -91,6 +91,8 @@ type Config struct {
 	// Overrides, when set, applies the override policies that target this
 	// virtual node to each pod before it is translated and forwarded.
 	Overrides Overrides
+	// Metrics, when set, measures forwarding (see HostPodEvents and PodClient).
+	Metrics *Metrics
 }
 
 // AppliedOverridesAnnotation on a host pod lists the override policies
@@ -98,12 +100,33 @@ type Config struct {
 // OverridePolicy, name for a ClusterOverridePolicy.
 const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
 
+// ErrOverridesNotSynced is returned by Overrides while the override
+// policies cannot be read yet; forwarding is retried.
+var ErrOverridesNotSynced = fmt.Errorf("override policies not read yet: %w", errRetry)
+
 // Overrides applies OverridePolicies and ClusterOverridePolicies to a pod
 // forwarded to a cluster.
 type Overrides interface {
 	// Pod returns the pod as the cluster should run it, before translation,
 	// and the names of the policies applied; it does not change host.
 	Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error)
+	// Object returns a ConfigMap, Secret, ServiceAccount or Service that
+	// follows pods as the cluster should get it; it does not change obj.
+	Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error)
+}
+
+// overridden applies the override policies to a host object about to be
+// mirrored into the member.
+func overridden[T runtime.Object](p *Provider, obj T, kind string) (T, error) {
+	if p.cfg.Overrides == nil {
+		return obj, nil
+	}
+	out, err := p.cfg.Overrides.Object(obj, kind, p.cfg.NodeName)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, p.cfg.NodeName, err)
+	}
+	return out.(T), nil
 }
 
 // Provider forwards the pods of one virtual node into its member cluster.
@@ -226,6 +249,7 @@ func (p *Provider) memberPodChanged(obj any) {
 	if ns == "" || name == "" {
 		return
 	}
+	p.cfg.Metrics.memberPodChanged(ns + "/" + name)
 	p.statusQueue.Add(ns + "/" + name)
 }
 
@@ -314,7 +338,17 @@ func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string
 
 // syncStatus brings the host pod in line with its member pod. It is level
 // based: it looks at both pods as they are now, whatever event brought it here.
-func (p *Provider) syncStatus(ctx context.Context, key string) error {
+func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.syncStatus", key)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "status", err)
+	}()
+	return p.syncStatusOf(ctx, key)
+}
+
+func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	t := p.target(ns)
 	member, err := p.memberPods.Pods(t.Namespace).Get(name)
@@ -329,8 +363,6 @@ func (p *Provider) syncStatus(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	ctx, span := trace.StartSpan(ctx, "provider.syncStatus")
-	defer span.End()
 	if member != nil && (host == nil || member.Labels[wellknown.HostUIDLabel] != string(host.UID)) {
 		// The member pod's host pod is gone: deleted or evicted while the
 		// member was unreachable, or while this process was down.
@@ -340,16 +372,19 @@ func (p *Provider) syncStatus(ctx context.Context, key string) error {
 		member = nil
 	}
 	if host == nil {
+		p.cfg.Metrics.statusUnchanged(key)
 		return nil
 	}
 	switch {
 	case member != nil:
 		p.seen.Store(host.UID, struct{}{})
 		if terminal(host) {
+			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
 		status := HostStatus(host, member)
 		if equality.Semantic.DeepEqual(status, host.Status) {
+			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
 		out := host.DeepCopy()
@@ -359,11 +394,14 @@ func (p *Provider) syncStatus(ctx context.Context, key string) error {
 		// The member pod is gone: like a kubelet whose containers have
 		// stopped, finish the deletion in the host right away.
 		p.seen.Delete(host.UID)
+		p.cfg.Metrics.statusUnchanged(key)
 		return p.deleteHostPod(ctx, host)
 	case terminal(host):
 		p.seen.Delete(host.UID)
+		p.cfg.Metrics.statusUnchanged(key)
 	default:
 		if _, ok := p.seen.LoadAndDelete(host.UID); !ok {
+			p.cfg.Metrics.statusUnchanged(key)
 			return nil // not created yet, or created before this process started
 		}
 		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
@@ -419,22 +457,32 @@ func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 // yet) are retried in the background so that a pod with restartPolicy Never
 // is not failed for them; other failures are returned, and virtual-kubelet
 // records them on the host pod.
-func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) error {
-	ctx, span := trace.StartSpan(ctx, "provider.CreatePod")
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	key := pod.Namespace + "/" + pod.Name
+	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
 	defer span.End()
-	err := p.forward(ctx, pod)
+	err = p.forward(ctx, pod)
 	if err == nil || !transient(err) {
+		span.SetStatus(err)
+		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
 		return err
 	}
-	key := pod.Namespace + "/" + pod.Name
-	log.G(ctx).WithError(err).WithField("pod", key).Info("forwarding failed, will retry")
+	span.SetStatus(err)
+	p.cfg.Metrics.retrying(p.cfg.NodeName)
+	log.G(ctx).WithError(err).Info("forwarding failed, will retry")
 	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
 		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)
 	p.retryQueue.AddRateLimited(key)
 	return nil
 }
 
-func (p *Provider) retryForward(ctx context.Context, key string) error {
+func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.retryForward", key)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
+	}()
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	host, err := p.cfg.HostPods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -480,6 +528,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
 	case err != nil:
 		return fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
+	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
 	return p.recordOverrides(ctx, pod, applied)
 }
 
@@ -490,8 +539,10 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	}
 	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
 	if err != nil {
-		p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
-			"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		if !errors.Is(err, errRetry) {
+			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
+				"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		}
 		return nil, nil, fmt.Errorf("override pod %s/%s for cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
 	}
 	return out, applied, nil
@@ -575,9 +626,13 @@ func transient(err error) bool {
 
 // UpdatePod applies to the member pod what may change on a running pod:
 // container images, activeDeadlineSeconds, added tolerations, labels and annotations.
-func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
-	ctx, span := trace.StartSpan(ctx, "provider.UpdatePod")
-	defer span.End()
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.UpdatePod", pod.Namespace+"/"+pod.Name)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "update", err)
+	}()
 	t := p.target(pod.Namespace)
 	src, applied, err := p.override(ctx, pod)
 	if err != nil {
@@ -641,9 +696,19 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 // DeletePod deletes the member pod with the host pod's grace period. It may
 // be called many times; once the member pod is gone, the host pod's deletion
 // is completed.
-func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) error {
-	ctx, span := trace.StartSpan(ctx, "provider.DeletePod")
-	defer span.End()
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.DeletePod", pod.Namespace+"/"+pod.Name)
+	defer func() {
+		// NotFound is how DeletePod reports success to virtual-kubelet.
+		if errdefs.IsNotFound(err) {
+			span.SetStatus(nil)
+			p.cfg.Metrics.operation(p.cfg.NodeName, "delete", nil)
+		} else {
+			span.SetStatus(err)
+			p.cfg.Metrics.operation(p.cfg.NodeName, "delete", err)
+		}
+		span.End()
+	}()
 	t := p.target(pod.Namespace)
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
 	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})

@@ -140,7 +140,11 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 		}
 		return err
 	}
-	desired := MemberService(hostSvc, t)
+	src, err := overridden(m.p, hostSvc, "Service")
+	if err != nil {
+		return err
+	}
+	desired := MemberService(src, t)
 	if cur == nil {
 		if err := m.p.ns.ensure(ctx, t.Namespace, ns); err != nil {
 			return err

@@ -15,23 +15,33 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	"github.com/virtual-kubelet/virtual-kubelet/trace"
+	vkotel "github.com/virtual-kubelet/virtual-kubelet/trace/opentelemetry"
+	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/cert"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/internal/agent"
 	"flotilla.io/flotilla/internal/kubeconfig"
+	"flotilla.io/flotilla/internal/logging"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/internal/telemetry"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -63,6 +73,13 @@ type options struct {
 	logFormat        string
 	profilingAddress string
 	anonymousAuth    bool
+	remove           bool
+	leaderElect      bool
+	leaderNamespace  string
+	leaseDuration    time.Duration
+	metricsAddress   string
+	tracingEndpoint  string
+	tracingSampling  float64
 }
 
 func main() {
@@ -85,6 +102,10 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run as one of an active/standby pair for this member: only the holder of the Lease flotilla-node-<cluster-name> works; a standby takes over when the active one stops renewing it, adopting its member pods without moving any")
+	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "default", "namespace of the leader Lease in the host")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the active one's last renewal before it takes over")
+	fs.BoolVar(&o.remove, "remove", false, "take the member out of the fleet and exit, with flotilla-node stopped: cordon its virtual nodes, move their host pods elsewhere, delete everything they created in the member (pods, mirrored objects, the namespaces flotilla created), then the virtual nodes and their leases")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "treat requests to the kubelet endpoint without credentials as user system:anonymous, still authorized by SubjectAccessReview, as a kubelet's --anonymous-auth does (the apiserver's pods/proxy, for one, calls without credentials); off: such requests get 401")
 	fs.StringToStringVar(&o.nodeLabels, "node-labels", nil, "extra labels for the virtual node")
 	fs.StringVar(&o.region, "region", "", "topology.kubernetes.io/region of the virtual node (default: uniform value of the member's nodes)")
@@ -102,6 +123,9 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.profilingAddress, "profiling-address", "", "loopback host:port serving net/http/pprof (e.g. 127.0.0.1:6060); empty disables profiling")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "host:port serving Prometheus metrics at /metrics (e.g. :8080); 0 disables them")
+	fs.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/gRPC collector receiving traces, as http://host:port (plaintext) or https://host:port; empty: the OTEL_EXPORTER_OTLP_ENDPOINT variable, and without it no tracing")
+	fs.Float64Var(&o.tracingSampling, "tracing-sampling-ratio", 0.1, "fraction of traces recorded when tracing (0 to 1); a forwarded pod's spans are kept or dropped together")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return nil, err
 	}
@@ -133,7 +157,11 @@ func setupLogging(o *options) error {
 	default:
 		return fmt.Errorf("--log-format: want text or json, got %q", o.logFormat)
 	}
-	log.L = logruslogger.FromLogrus(logrus.NewEntry(logger).WithField("cluster", o.clusterName))
+	entry := logrus.NewEntry(logger).WithField("cluster", o.clusterName)
+	log.L = logruslogger.FromLogrus(entry)
+	// klog (client-go, and the apiserver libraries behind the kubelet
+	// endpoint's auth) logs through the same logger.
+	klog.SetLogger(logging.Logr(entry))
 	return nil
 }
 
@@ -150,6 +178,20 @@ func run() error {
 	if o.profilingAddress != "" {
 		go serveProfiling(ctx, o.profilingAddress)
 	}
+	shutdownTracing, err := startTracing(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// The context is done by now; give the last spans a moment.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
+	reg, nodeMetrics, memberErrors, err := newMetrics(o)
+	if err != nil {
+		return err
+	}
 
 	hostCfg, err := kubeconfig.Load("host", o.hostKubeconfig, true, o.hostQPS, o.hostBurst)
 	if err != nil {
@@ -158,6 +200,9 @@ func run() error {
 	memberCfg, err := kubeconfig.Load("member", o.memberKubeconfig, false, o.memberQPS, o.memberBurst)
 	if err != nil {
 		return err
+	}
+	if memberErrors != nil {
+		telemetry.CountAPIErrors(memberCfg, memberErrors)
 	}
 	hostClient, err := kubernetes.NewForConfig(hostCfg)
 	if err != nil {
@@ -188,11 +233,23 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	if o.remove {
+		names := make([]string, 0, len(virtualClusters))
+		for _, vc := range virtualClusters {
+			names = append(names, vc.Name)
+		}
+		return agent.Remove(ctx, agent.RemoveConfig{HostClient: hostClient, MemberClient: memberClient,
+			Installation: installation, Nodes: names})
+	}
 	serving, err := servingCert(o, nodeIP)
 	if err != nil {
 		return err
 	}
-	return agent.Run(ctx, agent.Config{
+	if reg != nil {
+		stop := serveMetrics(ctx, o.metricsAddress, reg)
+		defer stop()
+	}
+	cfg := agent.Config{
 		HostClient:      hostClient,
 		HostConfig:      hostCfg,
 		MemberClient:    memberClient,
@@ -220,7 +277,81 @@ func run() error {
 		HealthInterval:   o.healthInterval,
 		FailureThreshold: o.healthFailures,
 		SyncTimeout:      o.syncTimeout,
-	})
+		Metrics:          nodeMetrics,
+		Registerer:       registerer(reg),
+	}
+	if o.leaderElect {
+		id, _ := os.Hostname()
+		return agent.RunAsLeader(ctx, agent.LeaderConfig{
+			Client: hostClient, Namespace: o.leaderNamespace, Name: wellknown.LeaderLeaseName(o.clusterName),
+			Identity: id + "_" + rand.String(8), LeaseDuration: o.leaseDuration,
+		}, func(ctx context.Context) error { return agent.Run(ctx, cfg) })
+	}
+	return agent.Run(ctx, cfg)
+}
+
+// startTracing exports spans over OTLP when an endpoint is configured and
+// makes virtual-kubelet's own spans (pod controller, queues, node status)
+// OpenTelemetry spans too, so that they and the provider's land in one trace.
+func startTracing(ctx context.Context, o *options) (func(context.Context) error, error) {
+	cfg := telemetry.TracingConfig{
+		Service:       "flotilla-node",
+		Endpoint:      o.tracingEndpoint,
+		SamplingRatio: o.tracingSampling,
+		Attributes:    []attribute.KeyValue{attribute.String("flotilla.cluster", o.clusterName)},
+	}
+	shutdown, err := telemetry.StartTracing(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if cfg.Enabled() {
+		trace.T = vkotel.Adapter{}
+		log.G(ctx).WithField("sampling", o.tracingSampling).Info("exporting traces over OTLP")
+	}
+	return shutdown, nil
+}
+
+// newMetrics returns, when metrics are served, the registry of flotilla's
+// own metrics, the forwarding metrics and the member API error counter.
+func newMetrics(o *options) (*prometheus.Registry, *provider.Metrics, *prometheus.CounterVec, error) {
+	if o.metricsAddress == "0" || o.metricsAddress == "" {
+		return nil, nil, nil, nil
+	}
+	reg := prometheus.NewRegistry()
+	m, err := provider.NewMetrics(reg, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	errs := telemetry.NewAPIErrors("flotilla_node_member_api_errors_total",
+		"Failed requests to the member apiserver by verb, resource and HTTP code (transport: no response).")
+	if err := reg.Register(errs); err != nil {
+		return nil, nil, nil, err
+	}
+	return reg, m, errs, nil
+}
+
+// serveMetrics serves flotilla's metrics with those the Kubernetes
+// libraries keep in their own registry (work queues, Go runtime, process)
+// and returns a function that waits for the server to stop. A failure to
+// listen stops nothing else; it is logged.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g := prometheus.Gatherers{reg, legacyregistry.DefaultGatherer}
+		log.G(ctx).WithField("address", addr).Info("serving metrics")
+		if err := telemetry.ServeMetrics(ctx, addr, g); err != nil {
+			log.G(ctx).WithError(err).WithField("address", addr).Error("metrics server failed")
+		}
+	}()
+	return func() { <-done }
+}
+
+func registerer(reg *prometheus.Registry) prometheus.Registerer {
+	if reg == nil {
+		return nil
+	}
+	return reg
 }
 
 // loadVirtualClusters returns the virtual nodes to run: those of --config,

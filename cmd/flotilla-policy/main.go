@@ -5,23 +5,34 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/logging"
+	"flotilla.io/flotilla/internal/telemetry"
+	"flotilla.io/flotilla/internal/webhookcert"
 	"flotilla.io/flotilla/policyctl"
 )
 
@@ -30,6 +41,13 @@ type options struct {
 	webhookHost     string
 	webhookPort     int
 	certDir         string
+	certSecret      string
+	service         string
+	certIPs         []net.IP
+	mutatingNames   []string
+	validatingNames []string
+	caValidity      time.Duration
+	certValidity    time.Duration
 	leaderElect     bool
 	leaderNamespace string
 	metricsAddress  string
@@ -37,6 +55,8 @@ type options struct {
 	logLevel        string
 	logFormat       string
 	rebalance       time.Duration
+	tracingEndpoint string
+	tracingSampling float64
 }
 
 func main() {
@@ -52,7 +72,14 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration")
 	fs.StringVar(&o.webhookHost, "webhook-host", "", "address the webhook server listens on (default: all)")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the webhook server")
-	fs.StringVar(&o.certDir, "cert-dir", "", "directory holding the webhook server's tls.crt and tls.key (required)")
+	fs.StringVar(&o.certDir, "cert-dir", "", "directory holding the webhook server's tls.crt and tls.key, kept by someone else (cert-manager); set this or --webhook-cert-secret")
+	fs.StringVar(&o.certSecret, "webhook-cert-secret", "", "<namespace>/<name> of a Secret where flotilla-policy keeps a self-signed CA and the webhook serving certificate itself, shared by its replicas and renewed before expiry; set this or --cert-dir")
+	fs.StringVar(&o.service, "webhook-service", "", "<namespace>/<name> of the webhooks' Service, whose DNS names the self-managed serving certificate carries")
+	fs.IPSliceVar(&o.certIPs, "webhook-cert-ips", nil, "IP addresses the self-managed serving certificate carries, for webhooks called by URL")
+	fs.StringSliceVar(&o.mutatingNames, "mutating-webhook-configuration", nil, "MutatingWebhookConfigurations whose webhooks get the self-managed CA bundle")
+	fs.StringSliceVar(&o.validatingNames, "validating-webhook-configuration", nil, "ValidatingWebhookConfigurations whose webhooks get the self-managed CA bundle")
+	fs.DurationVar(&o.caValidity, "webhook-ca-validity", 3*365*24*time.Hour, "lifetime of a self-managed CA; a new one joins the CA bundle at 2/3 of it and signs from 5/6")
+	fs.DurationVar(&o.certValidity, "webhook-cert-validity", 90*24*time.Hour, "lifetime of a self-managed serving certificate; it is renewed at 2/3 of it")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run the reconcilers only in the replica holding the leader Lease; every replica serves the webhooks")
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's own)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "address of the /metrics endpoint; 0 disables it")
@@ -60,11 +87,16 @@ func parseFlags() (*options, error) {
 	fs.DurationVar(&o.rebalance, "rebalance-interval", 10*time.Second, "least time between two evictions that move one workload's replicas toward its placement (after a policy change or a cluster loss); PodDisruptionBudgets are honoured")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/gRPC collector receiving traces of reconciles and admissions, as http://host:port (plaintext) or https://host:port; empty: the OTEL_EXPORTER_OTLP_ENDPOINT variable, and without it no tracing")
+	fs.Float64Var(&o.tracingSampling, "tracing-sampling-ratio", 0.1, "fraction of traces recorded when tracing (0 to 1)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return nil, err
 	}
-	if o.certDir == "" {
-		return nil, errors.New("--cert-dir is required")
+	if (o.certDir == "") == (o.certSecret == "") {
+		return nil, errors.New("set one of --cert-dir and --webhook-cert-secret")
+	}
+	if o.certSecret != "" && o.service == "" && len(o.certIPs) == 0 {
+		return nil, errors.New("--webhook-cert-secret needs --webhook-service or --webhook-cert-ips to name the certificate's subject")
 	}
 	return o, nil
 }
@@ -90,6 +122,7 @@ func run() error {
 	}
 	log := logrus.NewEntry(logger)
 	ctrl.SetLogger(logging.Logr(log))
+	klog.SetLogger(logging.Logr(log))
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = o.kubeconfig
@@ -106,23 +139,50 @@ func run() error {
 	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	var rotator *webhookcert.Rotator
+	var tlsOpts []func(*tls.Config)
+	if o.certSecret != "" {
+		if rotator, err = newRotator(cfg, o, log); err != nil {
+			return err
+		}
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = rotator.GetCertificate })
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "flotilla-policy",
+		LeaderElectionID:        rbac.PolicyLeaseName,
 		LeaderElectionNamespace: o.leaderNamespace,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddress},
-		HealthProbeBindAddress:  o.probeAddress,
+		// A replica stopping (a rolling update) hands the Lease over at
+		// once instead of making the next leader wait for it to expire.
+		LeaderElectionReleaseOnCancel: true,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsAddress},
+		HealthProbeBindAddress:        o.probeAddress,
 		WebhookServer: webhook.NewServer(webhook.Options{
-			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir,
+			Host: o.webhookHost, Port: o.webhookPort, CertDir: o.certDir, TLSOpts: tlsOpts,
 		}),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
+	shutdownTracing, err := telemetry.StartTracing(ctx, telemetry.TracingConfig{
+		Service: "flotilla-policy", Endpoint: o.tracingEndpoint, SamplingRatio: o.tracingSampling,
+	})
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}()
 	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance}); err != nil {
 		return err
+	}
+	if rotator != nil {
+		if err := mgr.Add(rotator); err != nil {
+			return err
+		}
 	}
 	if o.probeAddress != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -131,7 +191,64 @@ func run() error {
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err
 		}
+		if rotator != nil {
+			if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
+				return err
+			}
+		}
 	}
+	go func() {
+		select {
+		case <-mgr.Elected():
+			if o.leaderElect {
+				log.Info("elected leader: reconciling policies")
+			}
+		case <-ctx.Done():
+		}
+	}()
 	log.Info("flotilla-policy starting")
 	return mgr.Start(ctx)
+}
+
+// newRotator keeps the webhook certificates in the Secret --webhook-cert-secret
+// names, for the names of --webhook-service and --webhook-cert-ips.
+func newRotator(cfg *rest.Config, o *options, log logrus.FieldLogger) (*webhookcert.Rotator, error) {
+	secret, err := namespacedName("--webhook-cert-secret", o.certSecret)
+	if err != nil {
+		return nil, err
+	}
+	var dns []string
+	if o.service != "" {
+		svc, err := namespacedName("--webhook-service", o.service)
+		if err != nil {
+			return nil, err
+		}
+		// What the apiserver asks for a service reference, and the usual
+		// spellings of the same name.
+		base := svc.Name + "." + svc.Namespace
+		dns = []string{base + ".svc", svc.Name, base, base + ".svc.cluster.local"}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return webhookcert.New(webhookcert.Config{
+		Client: client,
+		Secret: secret,
+		Want: webhookcert.Want{
+			DNSNames: dns, IPs: o.certIPs,
+			CAValidity: o.caValidity, ServingValidity: o.certValidity,
+		},
+		MutatingWebhookConfigurations:   o.mutatingNames,
+		ValidatingWebhookConfigurations: o.validatingNames,
+		Log:                             log.WithField("component", "webhook-certificates"),
+	})
+}
+
+func namespacedName(flag, v string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, fmt.Errorf("%s: want <namespace>/<name>, got %q", flag, v)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }

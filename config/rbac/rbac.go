@@ -1,11 +1,13 @@
 // Package rbac holds the ClusterRoles flotilla-node runs with, in the host
-// and in each member cluster, and flotilla-policy's in the host, as the
-// manifests users apply and as objects for the test world to apply.
+// and in each member cluster, and flotilla-policy's ClusterRole and Role in
+// the host, as the manifests users apply and as objects for the test world
+// to apply.
 package rbac
 
 import (
 	_ "embed"
 	"fmt"
+	"slices"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
@@ -18,16 +20,56 @@ var (
 	memberYAML []byte
 	//go:embed policy-clusterrole.yaml
 	policyYAML []byte
+	//go:embed host-node-clusterrole.yaml
+	hostNodeYAML []byte
+	//go:embed policy-role.yaml
+	policyRoleYAML []byte
+)
+
+// Names flotilla-policy's roles grant by resourceNames, which its Helm chart
+// and the test world must use.
+const (
+	// PolicyLeaseName is flotilla-policy's leader Lease.
+	PolicyLeaseName = "flotilla-policy"
+	// PolicyWebhookConfigurationName names both of flotilla-policy's
+	// webhook configurations.
+	PolicyWebhookConfigurationName = "flotilla-policy"
+	// PolicyCertSecretName is the Secret of --webhook-cert-secret.
+	PolicyCertSecretName = "flotilla-policy-webhook-cert"
 )
 
 // HostClusterRole is what flotilla-node may do in the host cluster.
 func HostClusterRole() *rbacv1.ClusterRole { return mustParse(hostYAML) }
+
+// HostNodeClusterRole is what flotilla-node may change of its own virtual
+// nodes (named nodes) in the host cluster, as a role called name; it may
+// also renew the leader Lease called leaderLease (when not empty).
+func HostNodeClusterRole(name string, nodes []string, leaderLease string) *rbacv1.ClusterRole {
+	r := mustParse(hostNodeYAML)
+	r.Name = name
+	for i := range r.Rules {
+		r.Rules[i].ResourceNames = append([]string(nil), nodes...)
+		if slices.Contains(r.Rules[i].Resources, "leases") && leaderLease != "" {
+			r.Rules[i].ResourceNames = append(r.Rules[i].ResourceNames, leaderLease)
+		}
+	}
+	return r
+}
 
 // MemberClusterRole is what flotilla-node may do in a member cluster.
 func MemberClusterRole() *rbacv1.ClusterRole { return mustParse(memberYAML) }
 
 // PolicyClusterRole is what flotilla-policy may do in the host cluster.
 func PolicyClusterRole() *rbacv1.ClusterRole { return mustParse(policyYAML) }
+
+// PolicyRole is what flotilla-policy may do in its own namespace.
+func PolicyRole() *rbacv1.Role {
+	var r rbacv1.Role
+	if err := yaml.UnmarshalStrict(policyRoleYAML, &r); err != nil {
+		panic(fmt.Sprintf("embedded Role is invalid: %v", err))
+	}
+	return &r
+}
 
 func mustParse(b []byte) *rbacv1.ClusterRole {
 	var r rbacv1.ClusterRole

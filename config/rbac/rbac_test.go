@@ -7,9 +7,36 @@ func TestRolesParse(t *testing.T) {
 		"flotilla-node-host":   func() string { return HostClusterRole().Name },
 		"flotilla-node-member": func() string { return MemberClusterRole().Name },
 		"flotilla-policy":      func() string { return PolicyClusterRole().Name },
+		"nodes-of-beijing": func() string {
+			return HostNodeClusterRole("nodes-of-beijing", []string{"beijing"}, "flotilla-node-beijing").Name
+		},
+		"Role flotilla-policy": func() string { return "Role " + PolicyRole().Name },
 	} {
 		if got := r(); got != name {
 			t.Errorf("ClusterRole name = %q, want %q", got, name)
+		}
+	}
+}
+
+// TestPolicyNames: the names the roles grant by resourceNames are the ones
+// flotilla-policy, its chart and the test world use.
+func TestPolicyNames(t *testing.T) {
+	names := map[string]bool{}
+	for _, r := range append(PolicyClusterRole().Rules, PolicyRole().Rules...) {
+		for _, res := range r.Resources {
+			for _, n := range r.ResourceNames {
+				names[res+"/"+n] = true
+			}
+		}
+	}
+	for _, want := range []string{
+		"leases/" + PolicyLeaseName,
+		"secrets/" + PolicyCertSecretName,
+		"mutatingwebhookconfigurations/" + PolicyWebhookConfigurationName,
+		"validatingwebhookconfigurations/" + PolicyWebhookConfigurationName,
+	} {
+		if !names[want] {
+			t.Errorf("no rule grants %s by name", want)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
@@ -77,6 +78,11 @@ type Config struct {
 	// SyncTimeout bounds the wait for the member's caches before the
 	// virtual nodes register anyway (NotReady if the member is unreachable).
 	SyncTimeout time.Duration
+
+	// Metrics, when set, measures forwarding; Registerer, when set, gets the
+	// virtual nodes' gauges (pods, readiness, backlog).
+	Metrics    *provider.Metrics
+	Registerer prometheus.Registerer
 }
 
 // virtualNode is one running virtual node.
@@ -122,6 +128,12 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
 		vns = append(vns, vn)
+	}
+
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(nodeGauges(vns)); err != nil {
+			return fmt.Errorf("register node metrics: %w", err)
+		}
 	}
 
 	memberInformers.Start(ctx.Done())
@@ -199,12 +211,20 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		StatusWorkers:   cfg.StatusWorkers,
 		Events:          events,
 		Overrides:       ovr,
+		Metrics:         cfg.Metrics,
 	})
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		// Ahead of the pod controller's handler: the create latency counts
+		// from the moment the host pod is seen.
+		if _, err := podInformer.Informer().AddEventHandler(pods.HostPodEvents()); err != nil {
+			return nil, err
+		}
+	}
 	podCtl, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:         cfg.HostClient.CoreV1(),
+		PodClient:         pods.PodClient(cfg.HostClient.CoreV1()),
 		PodInformer:       podInformer,
 		EventRecorder:     recorder,
 		Provider:          pods,

@@ -54,6 +54,7 @@ type overrides struct {
 	policies, clusterPolicies cache.GenericLister
 	owners                    map[string]cache.GenericLister
 	nodes                     corev1listers.NodeLister
+	synced                    func() bool
 }
 
 var _ provider.Overrides = (*overrides)(nil)
@@ -93,25 +94,37 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 	for kind, gvr := range ownerResources {
 		o.owners[kind] = mf.ForResource(gvr).Lister()
 	}
+	var synced []cache.InformerSynced
+	synced = append(synced, df.ForResource(overridePolicies).Informer().HasSynced, df.ForResource(clusterOverridePolicies).Informer().HasSynced)
+	for _, gvr := range ownerResources {
+		synced = append(synced, mf.ForResource(gvr).Informer().HasSynced)
+	}
+	o.synced = func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}
 	df.Start(ctx.Done())
 	mf.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	// Waited for briefly, not more: the virtual nodes must register even if
+	// the policies cannot be read; pods wait (see Pod) until they can.
+	syncCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for gvr, ok := range df.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("cache of %s did not sync", gvr)
-		}
-	}
-	for gvr, ok := range mf.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			return nil, fmt.Errorf("cache of %s did not sync", gvr)
-		}
-	}
+	cache.WaitForCacheSync(syncCtx.Done(), o.synced)
 	return o, nil
 }
 
-// Pod implements provider.Overrides.
+// Pod implements provider.Overrides. Until the policy caches have synced
+// it returns provider.ErrOverridesNotSynced, and the pod is forwarded once
+// they have: forwarding it without a policy that targets it could run what
+// the policy forbids.
 func (o *overrides) Pod(_ context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
+	if !o.synced() {
+		return nil, nil, provider.ErrOverridesNotSynced
+	}
 	policies, err := o.list(host.Namespace)
 	if err != nil || len(policies) == 0 {
 		return host, nil, err
@@ -266,4 +279,39 @@ func (l *lazyOverrides) Pod(ctx context.Context, host *corev1.Pod, cluster strin
 		return host, nil, nil
 	}
 	return o.Pod(ctx, host, cluster)
+}
+
+// Object implements provider.Overrides: a ConfigMap, Secret,
+// ServiceAccount or Service is matched as itself.
+func (o *overrides) Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return nil, fmt.Errorf("%T has no metadata", obj)
+	}
+	if !o.synced() {
+		return nil, provider.ErrOverridesNotSynced
+	}
+	policies, err := o.list(m.GetNamespace())
+	if err != nil || len(policies) == 0 {
+		return obj, err
+	}
+	node, err := o.nodes.Get(cluster)
+	if err != nil {
+		return nil, fmt.Errorf("virtual node %s: %w", cluster, err)
+	}
+	gvk := corev1.SchemeGroupVersion.WithKind(kind)
+	t := override.Template{APIVersion: "v1", Kind: kind, Namespace: m.GetNamespace(), Name: m.GetName(), Labels: m.GetLabels()}
+	out, _, err := override.OverrideObject(obj, gvk, t, override.ClusterFromNode(node), policies)
+	return out, err
+}
+
+// Object implements provider.Overrides.
+func (l *lazyOverrides) Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error) {
+	l.mu.RLock()
+	o := l.o
+	l.mu.RUnlock()
+	if o == nil {
+		return obj, nil
+	}
+	return o.Object(obj, kind, cluster)
 }

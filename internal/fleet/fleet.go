@@ -12,9 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +25,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // Prepare builds what a fleet needs while the network is still reachable —
@@ -82,6 +86,8 @@ type Fleet struct {
 	// restarts so that the registered webhooks stay valid.
 	policy     *testworld.Process
 	policyPort int
+	// args are the command lines flotilla-nodes were last started with.
+	args map[string][]string
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
@@ -113,7 +119,7 @@ func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, memb
 // DeployWith is DeployOnly with arguments for single members' flotilla-nodes.
 func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, members []string, memberArgs map[string][]string, extraArgs ...string) (*Fleet, error) {
 	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs, MemberArgs: memberArgs,
-		nodes: map[string]*testworld.Process{}, ports: map[string]int{}}
+		nodes: map[string]*testworld.Process{}, ports: map[string]int{}, args: map[string][]string{}}
 	// The policy API is installed first, as the flotilla-policy chart
 	// would be, so that flotilla-node applies override policies from its
 	// start (it also finds an API installed later, within a minute).
@@ -163,6 +169,9 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 	if err != nil {
 		return nil, err
 	}
+	if err := f.grantNodes(member, append(append([]string(nil), f.MemberArgs[member]...), extraArgs...)); err != nil {
+		return nil, err
+	}
 	// The host apiserver verifies kubelet endpoints against the host CA
 	// (--kubelet-certificate-authority), as does the host's metrics-server.
 	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(member), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
@@ -190,12 +199,30 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--member-health-interval=1s",
 	}
 	args = append(append(append(args, f.ExtraArgs...), f.MemberArgs[member]...), extraArgs...)
+	f.args[member] = args
 	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)
 	}
 	f.nodes[member] = p
 	return p, nil
+}
+
+// RemoveMember runs flotilla-node --remove for member, with the command
+// line its flotilla-node was last started with (stop that one first), and
+// returns its output.
+func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error) {
+	f.mu.Lock()
+	args, ok := f.args[member]
+	f.mu.Unlock()
+	if !ok {
+		return "", fmt.Errorf("flotilla-node for %s was never started", member)
+	}
+	out, err := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("flotilla-node --remove for %s: %w\n%s", member, err, out)
+	}
+	return string(out), nil
 }
 
 // Node returns the running flotilla-node process of member.
@@ -258,6 +285,63 @@ func (f *Fleet) WaitVirtualNodeReady(ctx context.Context, member, nodeName strin
 		return fmt.Errorf("virtual node %s not Ready (last: %s): %w\n%s", nodeName, last, err, tail)
 	}
 	return nil
+}
+
+// NodeRoleName is the host role that lets member's flotilla-node change
+// its own virtual nodes.
+func NodeRoleName(member string) string { return "flotilla-node-host-nodes-" + member }
+
+// grantNodes lets member's flotilla-node change the virtual nodes it will
+// run with args: the member's own, or those its --config names. It waits
+// until the authorizer agrees, so that the process does not start
+// against a role the apiserver has not seen yet.
+func (f *Fleet) grantNodes(member string, args []string) error {
+	nodes := []string{member}
+	for _, a := range args {
+		path, ok := strings.CutPrefix(a, "--config=")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		cfg, err := nodeconfig.Parse(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		nodes = nodes[:0]
+		for _, vc := range cfg.VirtualClusters {
+			nodes = append(nodes, vc.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	host := f.World.Host().Client()
+	role := rbac.HostNodeClusterRole(NodeRoleName(member), nodes, wellknown.LeaderLeaseName(member))
+	if _, err := host.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		err = apply(ctx, host, role)
+		if err != nil {
+			return fmt.Errorf("node role for %s: %w", member, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("node role for %s: %w", member, err)
+	}
+	if err := bind(ctx, host, role.Name, HostIdentity(member)); err != nil {
+		return fmt.Errorf("node role binding for %s: %w", member, err)
+	}
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		for _, n := range nodes {
+			r, err := host.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:               HostIdentity(member),
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status", Name: n},
+			}}, metav1.CreateOptions{})
+			if err != nil || !r.Status.Allowed {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 func apply(ctx context.Context, c kubernetes.Interface, role *rbacv1.ClusterRole) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -26,7 +27,7 @@ import (
 const PolicyIdentity = "flotilla-policy"
 
 // WebhookName is the name of flotilla-policy's webhook configurations.
-const WebhookName = "flotilla-policy"
+const WebhookName = rbac.PolicyWebhookConfigurationName
 
 // BuildPolicy compiles cmd/flotilla-policy into dir and returns the
 // binary's path.
@@ -42,17 +43,7 @@ func BuildPolicy(ctx context.Context, dir string) (string, error) {
 // the same port.
 func (f *Fleet) StartPolicy(ctx context.Context, binary string, extraArgs ...string) (*testworld.Process, error) {
 	host := f.World.Host()
-	if err := installCRDs(ctx, host); err != nil {
-		return nil, err
-	}
-	if err := apply(ctx, host.Client(), rbac.PolicyClusterRole()); err != nil {
-		return nil, fmt.Errorf("flotilla-policy ClusterRole: %w", err)
-	}
-	if err := bind(ctx, host.Client(), rbac.PolicyClusterRole().Name, PolicyIdentity); err != nil {
-		return nil, fmt.Errorf("flotilla-policy binding: %w", err)
-	}
-	kc, err := host.UserKubeconfig(PolicyIdentity)
-	if err != nil {
+	if err := grantPolicy(ctx, host, ""); err != nil {
 		return nil, err
 	}
 	certFile, keyFile, err := host.IssueServingCert("flotilla-policy", []net.IP{net.ParseIP(testworld.AdvertiseIP)})
@@ -71,6 +62,91 @@ func (f *Fleet) StartPolicy(ctx context.Context, binary string, extraArgs ...str
 			return nil, err
 		}
 	}
+	p, err := f.runPolicy(ctx, binary, port, append([]string{"--cert-dir=" + certDir}, extraArgs...)...)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(host.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	if err := RegisterPolicyWebhooks(ctx, host, PolicyWebhookURL(port), ca); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.policy, f.policyPort = p, port
+	f.mu.Unlock()
+	return p, nil
+}
+
+// StartPolicyReplica starts one replica of a leader-elected flotilla-policy
+// as the Helm chart runs it: --leader-elect with its Lease in namespace,
+// and self-managed webhook certificates in the Secret
+// rbac.PolicyCertSecretName of namespace, for the world's address (the
+// webhooks are called by URL: the test world routes no Services), with the
+// CA bundle written into the webhook configurations named WebhookName. Those
+// configurations must exist (RegisterPolicyWebhooks with no CA bundle):
+// the replica is ready once it has filled them. flotilla-policy gets its
+// ClusterRole and its Role in namespace, nothing else. The replica listens
+// on port of the world's address; the caller stops it.
+func (f *Fleet) StartPolicyReplica(ctx context.Context, binary, namespace string, port int, extraArgs ...string) (*testworld.Process, error) {
+	if err := grantPolicy(ctx, f.World.Host(), namespace); err != nil {
+		return nil, err
+	}
+	return f.runPolicy(ctx, binary, port, append([]string{
+		"--leader-elect",
+		"--leader-election-namespace=" + namespace,
+		"--webhook-cert-secret=" + namespace + "/" + rbac.PolicyCertSecretName,
+		"--webhook-cert-ips=" + testworld.AdvertiseIP,
+		"--mutating-webhook-configuration=" + WebhookName,
+		"--validating-webhook-configuration=" + WebhookName,
+	}, extraArgs...)...)
+}
+
+// PolicyWebhookURL is the base URL of a flotilla-policy listening on port
+// of the world's address.
+func PolicyWebhookURL(port int) string {
+	return "https://" + net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(port))
+}
+
+// grantPolicy installs the policy CRDs and grants flotilla-policy exactly
+// its ClusterRole and, when namespace is set, its Role there.
+func grantPolicy(ctx context.Context, host *testworld.Cluster, namespace string) error {
+	if err := installCRDs(ctx, host); err != nil {
+		return err
+	}
+	if err := apply(ctx, host.Client(), rbac.PolicyClusterRole()); err != nil {
+		return fmt.Errorf("flotilla-policy ClusterRole: %w", err)
+	}
+	if err := bind(ctx, host.Client(), rbac.PolicyClusterRole().Name, PolicyIdentity); err != nil {
+		return fmt.Errorf("flotilla-policy binding: %w", err)
+	}
+	if namespace == "" {
+		return nil
+	}
+	role := rbac.PolicyRole()
+	role.Namespace = namespace
+	c := host.Client().RbacV1()
+	if _, err := c.Roles(namespace).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("flotilla-policy Role: %w", err)
+	}
+	if _, err := c.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name, Namespace: namespace},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: PolicyIdentity}},
+	}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("flotilla-policy RoleBinding: %w", err)
+	}
+	return nil
+}
+
+// runPolicy starts flotilla-policy as PolicyIdentity, its webhook server on
+// port of the world's address, and waits until it is ready.
+func (f *Fleet) runPolicy(ctx context.Context, binary string, port int, extraArgs ...string) (*testworld.Process, error) {
+	kc, err := f.World.Host().UserKubeconfig(PolicyIdentity)
+	if err != nil {
+		return nil, err
+	}
 	probe, err := f.World.FreePort()
 	if err != nil {
 		return nil, err
@@ -79,7 +155,6 @@ func (f *Fleet) StartPolicy(ctx context.Context, binary string, extraArgs ...str
 		"--kubeconfig=" + kc,
 		"--webhook-host=" + testworld.AdvertiseIP,
 		"--webhook-port=" + strconv.Itoa(port),
-		"--cert-dir=" + certDir,
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 		"--log-level=debug",
 	}, extraArgs...)
@@ -100,14 +175,9 @@ func (f *Fleet) StartPolicy(ctx context.Context, binary string, extraArgs ...str
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	}); err != nil {
+		_ = p.Stop()
 		return nil, fmt.Errorf("flotilla-policy not ready: %w\n%s", err, p.LogTail(30))
 	}
-	if err := registerWebhooks(ctx, host, "https://"+net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(port))); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	f.policy, f.policyPort = p, port
-	f.mu.Unlock()
 	return p, nil
 }
 
@@ -138,11 +208,11 @@ func linkCerts(dir, certFile, keyFile string) error {
 	return err
 }
 
-func registerWebhooks(ctx context.Context, host *testworld.Cluster, base string) error {
-	ca, err := os.ReadFile(host.CAFile)
-	if err != nil {
-		return err
-	}
+// RegisterPolicyWebhooks creates flotilla-policy's webhook configurations,
+// named WebhookName, calling base (a URL) and trusting ca, as the Helm chart
+// registers them: the pod webhook with failurePolicy Ignore, the policy
+// validation with Fail. Existing configurations are left as they are.
+func RegisterPolicyWebhooks(ctx context.Context, host *testworld.Cluster, base string, ca []byte) error {
 	none := admissionregistrationv1.SideEffectClassNone
 	mutating := &admissionregistrationv1.MutatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: WebhookName},

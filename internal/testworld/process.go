@@ -105,6 +105,21 @@ func (p *Process) Stop() error {
 	return nil
 }
 
+// Kill ends the process at once with SIGKILL to its process group, as a
+// crash or the OOM killer would, and waits until it is reaped.
+func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	if err := syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %s: %w", p.name, err)
+	}
+	<-p.done
+	return nil
+}
+
 // exitError describes a process that exited when it should not have,
 // quoting the end of its log.
 func (p *Process) exitError() error {

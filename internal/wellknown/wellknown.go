@@ -78,3 +78,7 @@ func HostOnlyKey(key string) bool {
 func HostOnlyToleration(key string) bool {
 	return key == ProviderTaintKey || strings.HasPrefix(key, Prefix)
 }
+
+// LeaderLeaseName is the host Lease that an active/standby pair of
+// flotilla-nodes for one member contend for.
+func LeaderLeaseName(cluster string) string { return "flotilla-node-" + cluster }

@@ -63,9 +63,10 @@ func waitSplit(t *testing.T, ns, app string, want map[string]int) {
 }
 
 // TestOverridePolicy changes image tag, command, labels and annotations of
-// a Deployment's pods in one cluster only, with a Karmada OverridePolicy
-// whose apiVersion alone was changed; the other cluster's pods run the
-// template as written, and each host pod says which policies it got.
+// a Deployment's pods, and a value of the ConfigMap they use, in one
+// cluster only, with Karmada OverridePolicies whose apiVersion alone was
+// changed; the other cluster's pods run the template as written, and each
+// host pod says which policies it got.
 func TestOverridePolicy(t *testing.T) {
 	ns := namespace(t)
 	applyYAML(t, ns, `
@@ -99,7 +100,30 @@ spec:
         value:
           example.com/note: canary build
 `)
+	applyYAML(t, ns, `
+apiVersion: policy.flotilla.io/v1alpha1
+kind: OverridePolicy
+metadata:
+  name: beijing-config
+spec:
+  resourceSelectors:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: web-config
+  overrideRules:
+  - targetCluster:
+      clusterNames: [beijing]
+    overriders:
+      plaintext:
+      - path: /data/mode
+        operator: replace
+        value: canary
+`)
+	create(t, hostClient().CoreV1().ConfigMaps(ns).Create, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-config", Namespace: ns}, Data: map[string]string{"mode": "normal"}})
 	d := deployment(ns, "web", 2)
+	d.Spec.Template.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "web-config"}}}}
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"beijing", "hangzhou"}}},
@@ -136,6 +160,13 @@ spec:
 		}
 		if got := mp.Labels["track"] == "canary" && mp.Annotations["example.com/note"] == "canary build"; got != canary {
 			t.Errorf("%s member pod labels %v annotations %v: canary label and annotation = %t, want %t", cluster, mp.Labels, mp.Annotations, got, canary)
+		}
+		wantMode := "normal"
+		if canary {
+			wantMode = "canary"
+		}
+		if cm, err := memberClient(cluster).CoreV1().ConfigMaps(mp.Namespace).Get(t.Context(), "web-config", metav1.GetOptions{}); err != nil || cm.Data["mode"] != wantMode {
+			t.Errorf("%s member ConfigMap web-config = %v, %v; want mode %s", cluster, cm.Data, err, wantMode)
 		}
 		if hp.Spec.Containers[0].Image != "nginx:1.27" || hp.Labels["track"] != "" {
 			t.Errorf("host pod %s was changed: image %s labels %v", hp.Name, hp.Spec.Containers[0].Image, hp.Labels)

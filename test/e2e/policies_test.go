@@ -19,29 +19,41 @@ import (
 )
 
 var (
-	policyOnce sync.Once
-	policyErr  error
-	policyBin  string
+	policyOnce      sync.Once
+	policyErr       error
+	policyBuildOnce sync.Once
+	policyBuildErr  error
+	policyBin       string
 )
 
 // startPolicy starts flotilla-policy in the host once, for the tests that
 // use policies; the others run without its webhook.
 func startPolicy(t *testing.T) {
 	t.Helper()
+	bin := policyBinary(t)
 	policyOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		bin, err := fleet.BuildPolicy(ctx, env.World.Dir())
-		if err == nil {
-			policyBin = bin
-			// Rebalancing every 2 s rather than 10 keeps TestConvergence short.
-			_, err = env.StartPolicy(ctx, bin, "--rebalance-interval=2s")
-		}
-		policyErr = err
+		// Rebalancing every 2 s rather than 10 keeps TestConvergence short.
+		_, policyErr = env.StartPolicy(ctx, bin, "--rebalance-interval=2s")
 	})
 	if policyErr != nil {
 		t.Fatal(policyErr)
 	}
+}
+
+// policyBinary builds flotilla-policy once for the whole run.
+func policyBinary(t *testing.T) string {
+	t.Helper()
+	policyBuildOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		policyBin, policyBuildErr = fleet.BuildPolicy(ctx, env.World.Dir())
+	})
+	if policyBuildErr != nil {
+		t.Fatal(policyBuildErr)
+	}
+	return policyBin
 }
 
 // plainDeployment is a Deployment as a user writes it for one cluster: no

@@ -31,12 +31,11 @@ func TestPolicyCRDs(t *testing.T) {
 	cfg := env.World.Host().RESTConfig()
 	ext := apiextensionsclient.NewForConfigOrDie(cfg)
 	for _, c := range crd.Policies() {
+		// The fleet installs them first, as the flotilla-policy chart would;
+		// they stay, since every flotilla-node watches them.
 		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, c, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("create CRD %s: %v", c.Name, err)
 		}
-		t.Cleanup(func() {
-			_ = ext.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), c.Name, metav1.DeleteOptions{})
-		})
 	}
 	for _, c := range crd.Policies() {
 		eventually(t, time.Minute, "CRD "+c.Name+" established", func(ctx context.Context) (bool, string, error) {

@@ -90,24 +90,17 @@ func TestCapacityFollowsMemberNodes(t *testing.T) {
 	t.Cleanup(func() { _ = mc.CoreV1().Nodes().Delete(context.Background(), extra.Name, metav1.DeleteOptions{}) })
 	eventually(t, time.Minute, "allocatable grows with a new Ready member node", cpuIs("80"))
 
-	n, err := mc.CoreV1().Nodes().Get(t.Context(), extra.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// Patches, not updates: kwok writes the node's status all the time.
+	cordon := func(unschedulable bool) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)
+		if _, err := mc.CoreV1().Nodes().Patch(t.Context(), extra.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	n.Spec.Unschedulable = true
-	if _, err := mc.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	cordon(true)
 	eventually(t, time.Minute, "a cordoned member node stops counting", cpuIs("64"))
-
-	n.Spec.Unschedulable = false
-	if n, err = mc.CoreV1().Nodes().Get(t.Context(), extra.Name, metav1.GetOptions{}); err == nil {
-		n.Spec.Unschedulable = false
-		_, err = mc.CoreV1().Nodes().Update(t.Context(), n, metav1.UpdateOptions{})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cordon(false)
 	eventually(t, time.Minute, "uncordoned node counts again", cpuIs("80"))
 	if err := mc.CoreV1().Nodes().Delete(t.Context(), extra.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
