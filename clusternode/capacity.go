@@ -40,12 +40,25 @@ func ForwardedBy(p *corev1.Pod, name, installation string) bool {
 // requests of the pods bound to them that flotilla did not forward. Each
 // such pod also uses up one unit of the "pods" resource. Nothing goes below zero.
 func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
+	return allocatable(eligibleNodes(nodes, selector), pods, forwarded)
+}
+
+// eligibleNodes returns the nodes that are Eligible.
+func eligibleNodes(nodes []*corev1.Node, selector labels.Selector) []*corev1.Node {
+	var out []*corev1.Node
+	for _, n := range nodes {
+		if Eligible(n, selector) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// allocatable is Allocatable over nodes already known to be eligible.
+func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	eligible := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
-		if !Eligible(n, selector) {
-			continue
-		}
 		eligible[n.Name] = true
 		for name, q := range n.Status.Allocatable {
 			sum := total[name]

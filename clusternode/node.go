@@ -79,13 +79,16 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	if taints == nil {
 		taints = DefaultTaints()
 	}
-	alloc := Allocatable(snap.Nodes, snap.Pods, cfg.Selector, func(p *corev1.Pod) bool {
+	// One pass over the member's nodes: with many partitions each build
+	// sees every node of the member but keeps only its own slice.
+	eligible := eligibleNodes(snap.Nodes, cfg.Selector)
+	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool {
 		return ForwardedBy(p, cfg.Name, cfg.Installation)
 	})
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
-			Labels: nodeLabels(cfg, snap),
+			Labels: nodeLabels(cfg, eligible),
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
@@ -101,8 +104,8 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 				KubeletEndpoint: corev1.DaemonEndpoint{Port: cfg.KubeletPort},
 			},
 			NodeInfo: corev1.NodeSystemInfo{
-				OperatingSystem: orDefault(n0Label(snap, cfg, corev1.LabelOSStable), "linux"),
-				Architecture:    orDefault(n0Label(snap, cfg, corev1.LabelArchStable), "amd64"),
+				OperatingSystem: uniformOr(eligible, corev1.LabelOSStable, "linux"),
+				Architecture:    uniformOr(eligible, corev1.LabelArchStable, "amd64"),
 				KubeletVersion:  cfg.KubeletVersion,
 			},
 		},
@@ -110,10 +113,12 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	return n
 }
 
-func nodeLabels(cfg Config, snap Snapshot) map[string]string {
+// nodeLabels returns the virtual node's labels; eligible are the member
+// nodes it stands for.
+func nodeLabels(cfg Config, eligible []*corev1.Node) map[string]string {
 	l := map[string]string{}
 	for _, key := range uniformLabels {
-		if v, ok := uniformValue(snap.Nodes, cfg.Selector, key); ok {
+		if v, ok := uniformValue(eligible, key); ok {
 			l[key] = v
 		}
 	}
@@ -135,14 +140,11 @@ func nodeLabels(cfg Config, snap Snapshot) map[string]string {
 	return l
 }
 
-// uniformValue returns the value of key shared by all eligible nodes, if
-// there is at least one such node and they all agree.
-func uniformValue(nodes []*corev1.Node, selector labels.Selector, key string) (string, bool) {
+// uniformValue returns the value of key shared by all nodes, if there is at
+// least one node and they all agree.
+func uniformValue(nodes []*corev1.Node, key string) (string, bool) {
 	value, seen := "", false
 	for _, n := range nodes {
-		if !Eligible(n, selector) {
-			continue
-		}
 		v, ok := n.Labels[key]
 		if !ok || (seen && v != value) {
 			return "", false
@@ -152,16 +154,12 @@ func uniformValue(nodes []*corev1.Node, selector labels.Selector, key string) (s
 	return value, seen
 }
 
-func n0Label(snap Snapshot, cfg Config, key string) string {
-	v, _ := uniformValue(snap.Nodes, cfg.Selector, key)
-	return v
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
+// uniformOr returns the value of key shared by all nodes, or def.
+func uniformOr(nodes []*corev1.Node, key, def string) string {
+	if v, ok := uniformValue(nodes, key); ok && v != "" {
+		return v
 	}
-	return v
+	return def
 }
 
 func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCondition {

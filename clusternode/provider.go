@@ -82,18 +82,65 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 		pods:  cfg.Informers.Core().V1().Pods().Lister(),
 		dirty: make(chan struct{}, 1),
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { p.markDirty() },
-		UpdateFunc: func(old, cur any) { p.markDirty() },
-		DeleteFunc: func(any) { p.markDirty() },
-	}
-	if _, err := cfg.Informers.Core().V1().Nodes().Informer().AddEventHandler(handler); err != nil {
+	// Every virtual node of a process sees every change of the member; it
+	// rebuilds only for those that can change it, so that fifty partitions
+	// do not each recompute their node for every pod of the others.
+	if _, err := cfg.Informers.Core().V1().Nodes().Informer().AddEventHandler(p.dirtyWhen(p.nodeMatters)); err != nil {
 		return nil, err
 	}
-	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(handler); err != nil {
+	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(p.dirtyWhen(p.podMatters)); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// dirtyWhen marks the node dirty on events whose old or new object matters.
+func (p *Provider) dirtyWhen(matters func(any) bool) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if matters(obj) {
+				p.markDirty()
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if matters(old) || matters(cur) {
+				p.markDirty()
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if matters(obj) {
+				p.markDirty()
+			}
+		},
+	}
+}
+
+// nodeMatters reports whether a member node is in this virtual node's
+// slice: anything about it (readiness, labels, allocatable) may change the
+// virtual node.
+func (p *Provider) nodeMatters(obj any) bool {
+	n, ok := objectOf(obj).(*corev1.Node)
+	return ok && (p.cfg.Node.Selector == nil || p.cfg.Node.Selector.Matches(labels.Set(n.Labels)))
+}
+
+// podMatters reports whether a member pod can change this virtual node's
+// allocatable: it is bound to a node of the slice and was not forwarded by
+// this virtual node (whose pods the host scheduler already counts). A pod
+// whose node is not known yet is counted when the node's own event comes.
+func (p *Provider) podMatters(obj any) bool {
+	pod, ok := objectOf(obj).(*corev1.Pod)
+	if !ok || pod.Spec.NodeName == "" || ForwardedBy(pod, p.cfg.Node.Name, p.cfg.Node.Installation) {
+		return false
+	}
+	n, err := p.nodes.Get(pod.Spec.NodeName)
+	return err == nil && p.nodeMatters(n)
+}
+
+func objectOf(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }
 
 func (p *Provider) markDirty() {
@@ -133,15 +180,27 @@ func (p *Provider) buildLocked() *corev1.Node {
 
 // Run checks the member's health and publishes node changes until ctx ends.
 func (p *Provider) Run(ctx context.Context) {
-	health := p.cfg.Clock.NewTicker(p.cfg.HealthInterval)
-	defer health.Stop()
 	p.checkHealth(ctx)
+	// Each check starts an interval after the previous one ended rather
+	// than on a fixed beat: after a check that a struggling member kept
+	// waiting for most of an interval, a ticker would start the next at
+	// once, and FailureThreshold failures would span a moment instead of
+	// FailureThreshold intervals (the more so as the virtual nodes of one
+	// process share answers younger than half an interval).
+	health := p.cfg.Clock.NewTimer(p.cfg.HealthInterval)
+	defer health.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-health.C():
-			p.checkHealth(ctx)
+			changed := p.checkHealth(ctx)
+			health.Reset(p.cfg.HealthInterval)
+			if !changed {
+				// Member changes arrive as events; a check that changes
+				// nothing the node shows needs no rebuild.
+				continue
+			}
 		case <-p.dirty:
 			// Let a burst of pod events settle before walking all pods again.
 			select {
@@ -154,20 +213,27 @@ func (p *Provider) Run(ctx context.Context) {
 	}
 }
 
-func (p *Provider) checkHealth(ctx context.Context) {
+// checkHealth checks the member once and reports whether that changed what
+// the virtual node shows: reachable or not, and why not.
+func (p *Provider) checkHealth(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.HealthInterval)
 	err := p.cfg.Health.Healthy(cctx)
 	cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	reachable, message := p.failures < p.cfg.FailureThreshold, p.lastError
 	if err != nil {
 		p.failures++
 		p.lastError = err.Error()
 		log.G(ctx).WithError(err).WithField("failures", p.failures).Warn("member health check failed")
-		return
+	} else {
+		p.failures = 0
+		p.lastError = ""
 	}
-	p.failures = 0
-	p.lastError = ""
+	if now := p.failures < p.cfg.FailureThreshold; now != reachable {
+		return true
+	}
+	return !reachable && message != p.lastError
 }
 
 func (p *Provider) publish(ctx context.Context) {

@@ -36,13 +36,26 @@ func scrapeRequests(ctx context.Context, c kubernetes.Interface) (requestCounts,
 }
 
 // parseRequestCounts extracts apiserver_request_total from Prometheus text
-// exposition. Only that one metric is parsed: the full exposition of an
-// apiserver is megabytes of histograms the bench does not need.
+// exposition.
 func parseRequestCounts(r io.Reader) (requestCounts, error) {
 	counts := requestCounts{}
+	err := forEachSample(r, requestMetric, func(labels map[string]string, v float64) {
+		counts[requestKey(labels["verb"], labels["resource"], labels["subresource"])] += v
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
+}
+
+// forEachSample calls fn with the labels and value of every sample of
+// metric in Prometheus text exposition. Only that metric is parsed: the
+// full exposition of an apiserver is megabytes of histograms the bench does
+// not need.
+func forEachSample(r io.Reader, metric string, fn func(labels map[string]string, v float64)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	prefix := requestMetric + "{"
+	prefix := metric + "{"
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, prefix) {
@@ -50,22 +63,19 @@ func parseRequestCounts(r io.Reader) (requestCounts, error) {
 		}
 		labels, rest, err := parseLabels(line[len(prefix):])
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", line, err)
+			return fmt.Errorf("%s: %w", line, err)
 		}
 		fields := strings.Fields(rest)
 		if len(fields) == 0 {
-			return nil, fmt.Errorf("%s: no value", line)
+			return fmt.Errorf("%s: no value", line)
 		}
 		v, err := strconv.ParseFloat(fields[0], 64)
 		if err != nil {
-			return nil, fmt.Errorf("%s: value: %w", line, err)
+			return fmt.Errorf("%s: value: %w", line, err)
 		}
-		counts[requestKey(labels["verb"], labels["resource"], labels["subresource"])] += v
+		fn(labels, v)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	return counts, nil
+	return sc.Err()
 }
 
 // parseLabels parses `name="value",...}` and returns the labels and what

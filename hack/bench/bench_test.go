@@ -212,13 +212,21 @@ func TestSelect(t *testing.T) {
 	if _, err := selectModes("karmada"); err == nil {
 		t.Error("want an error for an unknown mode")
 	}
-	if _, err := selectScenarios("burst,steady"); err == nil {
+	if _, _, err := selectScenarios("burst,steady"); err == nil {
 		t.Error("want an error for an unknown scenario")
+	}
+	perMode, scale, err := selectScenarios("scale, burst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perMode) != 1 || perMode[0].name() != "burst" || !scale {
+		t.Errorf("selectScenarios(scale, burst) = %v, %v; want [burst], true", perMode, scale)
 	}
 }
 
 func TestParseFlagsRejects(t *testing.T) {
-	for _, args := range [][]string{{"--replicas=0"}, {"--modes=foo"}, {"--scenarios=foo"}, {"--nope"}} {
+	for _, args := range [][]string{{"--replicas=0"}, {"--modes=foo"}, {"--scenarios=foo"}, {"--nope"},
+		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v): want an error", args)
 		}

@@ -27,7 +27,7 @@ func (burst) applies(mode) bool { return true }
 
 func (burst) run(ctx context.Context, t *target, run int, s sample) error {
 	t.meter.reset()
-	got, err := runDeployment(ctx, t, "burst-"+strconv.Itoa(run), t.opts.replicas, t.meter)
+	got, err := runDeployment(ctx, t, "burst-"+strconv.Itoa(run), t.opts.replicas, t.meter, workloadHooks{})
 	if err != nil {
 		return err
 	}
@@ -98,10 +98,20 @@ func watchWorkload(ctx context.Context, t *target, name string) (user, members p
 	return user, members, nil
 }
 
+// workloadHooks adapt runDeployment to a scenario; the zero value runs the
+// plain Deployment of the burst.
+type workloadHooks struct {
+	// shape changes the Deployment before it is created.
+	shape func(*appsv1.Deployment)
+	// ready checks the pods once all of them are Ready, where the user
+	// works and in the members, before the Deployment is scaled down.
+	ready func(user, members podWatches) error
+}
+
 // runDeployment runs one Deployment through create, all Ready, scale to
 // zero and all gone, metering both phases when m is not nil, and returns
 // the burst metrics.
-func runDeployment(ctx context.Context, t *target, name string, replicas int, m *meter) (sample, error) {
+func runDeployment(ctx context.Context, t *target, name string, replicas int, m *meter, hooks workloadHooks) (sample, error) {
 	s := sample{}
 	user, members, err := watchWorkload(ctx, t, name)
 	if err != nil {
@@ -120,8 +130,12 @@ func runDeployment(ctx context.Context, t *target, name string, replicas int, m 
 	if err := m.start(phaseCtx); err != nil {
 		return nil, err
 	}
+	d := deployment(name, replicas)
+	if hooks.shape != nil {
+		hooks.shape(d)
+	}
 	t0 := time.Now()
-	if _, err := deployments.Create(phaseCtx, deployment(name, replicas), metav1.CreateOptions{}); err != nil {
+	if _, err := deployments.Create(phaseCtx, d, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create deployment %s in %s: %w", name, t.user.Name, err)
 	}
 	if err := user.waitCount(phaseCtx, "Running and Ready", replicas, isReady); err != nil {
@@ -129,6 +143,11 @@ func runDeployment(ctx context.Context, t *target, name string, replicas int, m 
 	}
 	if err := members.waitCount(phaseCtx, "Running and Ready", replicas, isReady); err != nil {
 		return nil, err
+	}
+	if hooks.ready != nil {
+		if err := hooks.ready(user, members); err != nil {
+			return nil, err
+		}
 	}
 	if err := m.settle(phaseCtx, t.opts.settle); err != nil {
 		return nil, err

@@ -239,10 +239,12 @@ func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s
 		for k, v := range d {
 			s["api_detail_"+prefix+"_per_s."+role+"."+k] = v / elapsed
 		}
+		// The first scrape of every apiserver is a request itself (the
+		// second is counted only after it has answered).
+		s["footprint."+prefix+"_"+role+"_api_requests_per_s"] = max(0, cls[classWrite]+cls[classRead]-float64(len(m.clusters[role]))) / elapsed
 	}
 	s["footprint."+prefix+"_node_millicores"] = cpu / elapsed * 1000
 	s["footprint."+prefix+"_node_rss_mib"] = rss
-	// The two scrapes of every apiserver are requests themselves.
 	s["footprint."+prefix+"_api_requests_per_s"] = max(0, requests-float64(m.apiservers())) / elapsed
 	return nil
 }

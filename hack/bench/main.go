@@ -11,6 +11,12 @@
 //	go run ./hack/bench --replicas 100 --runs 1     # a quick look
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
+//	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
+//
+// The scale scenario (scale.go) runs in a world of its own instead of in
+// the modes: one flotilla-node serving --scale-partitions label partitions
+// of a member with --scale-nodes nodes, against the same flotilla-node
+// serving one partition.
 //
 // See BENCHMARKS.md for results and what bounds them.
 package main
@@ -56,6 +62,11 @@ type options struct {
 	nodeArgs        []string
 	nodeBinary      string
 	markdown        string
+	scalePartitions int
+	scaleNodes      int
+	scalePods       int
+	scaleObserve    time.Duration
+	scaleTimeout    time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -69,7 +80,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", "burst,propagation", "scenarios to run (footprint is measured during burst)")
+	fs.StringVar(&o.scenarios, "scenarios", "burst,propagation", "scenarios to run: burst and propagation in every mode (footprint is measured during burst); scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
 	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
@@ -79,24 +90,32 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole invocation")
 	fs.StringVar(&o.out, "out", "", "write the results as JSON to this file")
 	fs.StringVar(&o.keepDir, "keep-dir", "", "keep the worlds' files and logs under this directory (default: a temporary directory, removed unless a mode failed)")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst, to this directory")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst (scale: during the idle window and the workload), to this directory")
 	fs.DurationVar(&o.profileDuration, "profile-duration", time.Minute, "length of the CPU profiles, which start with the first burst")
 	fs.StringArrayVar(&o.nodeArgs, "node-arg", nil, "extra flotilla-node argument (repeatable)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "flotilla-node binary to measure (default: built from this tree)")
 	fs.StringVar(&o.markdown, "markdown", "", "only print the results in this --out file as a Markdown table, measuring nothing")
+	fs.IntVar(&o.scalePartitions, "scale-partitions", 50, "scale: label partitions of the member, all served by one flotilla-node")
+	fs.IntVar(&o.scaleNodes, "scale-nodes", 500, "scale: kwok nodes of the member, split evenly into the partitions")
+	fs.IntVar(&o.scalePods, "scale-pods", 500, "scale: pods of the Deployment spread evenly over the partitions")
+	fs.DurationVar(&o.scaleObserve, "scale-observe", 2*time.Minute, "scale: how long the partitions are watched doing nothing (every node Ready, every lease renewed) and flotilla-node metered idle")
+	fs.DurationVar(&o.scaleTimeout, "scale-timeout", 14*time.Minute, "scale: bound on the whole scenario, world start-up included")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	switch {
-	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1:
-		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster and --probe-pods must be at least 1")
+	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1 ||
+		o.scalePartitions < 1 || o.scalePods < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --scale-partitions and --scale-pods must be at least 1")
+	case o.scaleNodes < o.scalePartitions:
+		return nil, errors.New("--scale-nodes must be at least --scale-partitions: every partition needs a node")
 	case o.pin && !pinnable():
 		return nil, fmt.Errorf("--pin needs CPUs %d and %d", hostCPU, memberCPU)
 	}
 	if _, err := selectModes(o.modes); err != nil {
 		return nil, err
 	}
-	if _, err := selectScenarios(o.scenarios); err != nil {
+	if _, _, err := selectScenarios(o.scenarios); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -146,7 +165,7 @@ func run() error {
 		return err
 	}
 	modes, _ := selectModes(o.modes)
-	scenarios, _ := selectScenarios(o.scenarios)
+	scenarios, scale, _ := selectScenarios(o.scenarios)
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	// Everything below honours ctx; this is the backstop for anything that
@@ -209,8 +228,20 @@ func run() error {
 			"probeInterval": o.probeInterval.String(), "probeSettle": o.probeSettle.String(), "idleWindow": o.idleWindow.String(), "settle": o.settle.String(),
 		},
 	}
+	if scale {
+		res.Options["scalePartitions"] = strconv.Itoa(o.scalePartitions)
+		res.Options["scaleNodes"] = strconv.Itoa(o.scaleNodes)
+		res.Options["scalePods"] = strconv.Itoa(o.scalePods)
+		res.Options["scaleObserve"] = o.scaleObserve.String()
+	}
 	res.Versions["flotilla-node"] = nodeVersion
-	logf("%s cores, load %s, modes %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, o.modes, o.replicas, o.runs, dir)
+	if len(scenarios) == 0 {
+		modes = nil // only scale, which needs no mode's world
+		res.Modes = nil
+		logf("%s cores, load %s, scenario scale; files in %s", res.Placement, res.LoadBefore, dir)
+	} else {
+		logf("%s cores, load %s, modes %s, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, o.modes, o.scenarios, o.replicas, o.runs, dir)
+	}
 	for _, m := range modes {
 		mr, err := runMode(ctx, m, o, scenarios, bin, nodeBinary, filepath.Join(dir, string(m)), res.Placement, logf)
 		res.Modes[m] = mr
@@ -222,6 +253,16 @@ func run() error {
 			if ctx.Err() != nil {
 				break
 			}
+		}
+	}
+	if scale && ctx.Err() == nil {
+		sr, err := runScale(ctx, o, bin, nodeBinary, filepath.Join(dir, "scale"), logf)
+		res.Scale = sr
+		if err != nil {
+			sr.Error = err.Error()
+			res.Errors = append(res.Errors, fmt.Sprintf("scale: %v", err))
+			keep = true
+			logf("scale failed (files kept in %s): %v", dir, err)
 		}
 	}
 	res.Finished = time.Now()
@@ -236,7 +277,7 @@ func run() error {
 		logf("results written to %s", o.out)
 	}
 	if len(res.Errors) > 0 {
-		return fmt.Errorf("%d mode(s) failed", len(res.Errors))
+		return fmt.Errorf("%d mode(s) or scenario(s) failed", len(res.Errors))
 	}
 	return nil
 }

@@ -198,6 +198,19 @@ func (ws podWatches) latest(field func(*podTimes) time.Time) time.Time {
 	return last
 }
 
+// pods returns a copy of what the watches recorded, by pod name.
+func (ws podWatches) pods() map[string]podTimes {
+	out := map[string]podTimes{}
+	for _, w := range ws {
+		w.mu.Lock()
+		for name, t := range w.pods {
+			out[name] = *t
+		}
+		w.mu.Unlock()
+	}
+	return out
+}
+
 // find returns the index of the watch that saw the pod called name and
 // what it recorded, or -1.
 func (ws podWatches) find(name string) (int, podTimes) {

@@ -6,13 +6,14 @@ import (
 	"strings"
 )
 
-// scenario is one workload the bench measures, in a file of its own. Each
-// run of a mode calls every scenario that applies to it, in order, on the
-// same prepared world, and the scenario adds its metrics to the run's
-// sample. Scenarios that need a world of their own shape (scale: 50
-// partitions over 500 nodes) or run alongside another (noise: member churn
+// scenario is one workload the bench measures in every mode, in a file of
+// its own. Each run of a mode calls every scenario that applies to it, in
+// order, on the same prepared world, and the scenario adds its metrics to
+// the run's sample. Scenarios that need a world of their own shape run once
+// per invocation instead, after the modes: scale (scale.go, 50 partitions
+// over 500 nodes). Those that run alongside another (noise: member churn
 // during the burst) are meant to slot in here, with worldConfig and
-// runDeployment growing the hooks they need.
+// runDeployment's workloadHooks growing the hooks they need.
 type scenario interface {
 	name() string
 	// applies reports whether the scenario means anything in mode m.
@@ -21,27 +22,39 @@ type scenario interface {
 	run(ctx context.Context, t *target, run int, s sample) error
 }
 
-// allScenarios is every scenario in the order runs perform them. The
-// footprint (footprint.go) is measured during the burst.
+// allScenarios is every per-mode scenario in the order runs perform them.
+// The footprint (footprint.go) is measured during the burst.
 var allScenarios = []scenario{burst{}, propagation{}}
 
-// selectScenarios returns the scenarios named in a comma-separated list.
-func selectScenarios(list string) ([]scenario, error) {
+// scaleScenario is the name of the scale scenario, which runs in a world of
+// its own (see scale.go).
+const scaleScenario = "scale"
+
+// selectScenarios returns the per-mode scenarios named in a comma-separated
+// list, and whether it names the scale scenario.
+func selectScenarios(list string) ([]scenario, bool, error) {
 	byName := map[string]scenario{}
-	var names []string
+	names := []string{}
 	for _, s := range allScenarios {
 		byName[s.name()] = s
 		names = append(names, s.name())
 	}
+	names = append(names, scaleScenario)
 	var out []scenario
+	scale := false
 	for _, n := range strings.Split(list, ",") {
-		s, ok := byName[strings.TrimSpace(n)]
+		n = strings.TrimSpace(n)
+		if n == scaleScenario {
+			scale = true
+			continue
+		}
+		s, ok := byName[n]
 		if !ok {
-			return nil, fmt.Errorf("unknown scenario %q; have %s", n, strings.Join(names, ", "))
+			return nil, false, fmt.Errorf("unknown scenario %q; have %s", n, strings.Join(names, ", "))
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, scale, nil
 }
 
 // selectModes returns the modes named in a comma-separated list, in the

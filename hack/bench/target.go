@@ -210,25 +210,34 @@ func (t *target) pin() error {
 	return nil
 }
 
-// prepareNamespace creates the bench namespace where the user works, waits
-// for its ServiceAccount, and runs a small Deployment to Ready and back to
-// zero so that every cluster involved has served the namespace once.
+// prepareNamespace creates the bench namespace where the user works and
+// runs a small Deployment to Ready and back to zero so that every cluster
+// involved has served the namespace once.
 func (t *target) prepareNamespace(ctx context.Context) error {
-	c := t.user.Client()
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{})
+	if err := createBenchNamespace(ctx, t.user); err != nil {
+		return err
+	}
+	replicas := max(len(t.members), 1) * 2
+	if _, err := runDeployment(ctx, t, "warmup", replicas, nil, workloadHooks{}); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	return nil
+}
+
+// createBenchNamespace creates the bench namespace in c and waits for its
+// ServiceAccount.
+func createBenchNamespace(ctx context.Context, c *testworld.Cluster) error {
+	client := c.Client()
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s in %s: %w", benchNamespace, t.user.Name, err)
+		return fmt.Errorf("create namespace %s in %s: %w", benchNamespace, c.Name, err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := c.CoreV1().ServiceAccounts(benchNamespace).Get(ctx, "default", metav1.GetOptions{})
+		_, err := client.CoreV1().ServiceAccounts(benchNamespace).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for the default ServiceAccount of %s in %s: %w", benchNamespace, t.user.Name, err)
-	}
-	replicas := max(len(t.members), 1) * 2
-	if _, err := runDeployment(ctx, t, "warmup", replicas, nil); err != nil {
-		return fmt.Errorf("warm-up: %w", err)
+		return fmt.Errorf("wait for the default ServiceAccount of %s in %s: %w", benchNamespace, c.Name, err)
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
@@ -67,6 +68,9 @@ type Config struct {
 	// stats, ...) for its provider.
 	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider
 
+	// PodWorkers and StatusWorkers are the process's concurrency of
+	// forwarding and of status sync, shared among the virtual nodes (see
+	// workersPerNode).
 	PodWorkers       int
 	StatusWorkers    int
 	HealthInterval   time.Duration
@@ -113,9 +117,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ovr = o
 	}
 
+	// One member, one health check, however many virtual nodes ask.
+	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, clock.RealClock{})
+	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
+	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, ovr)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, ovr, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -152,7 +160,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, ovr provider.Overrides) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:           vc.Name,
@@ -168,7 +176,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 			KubeletVersion: cfg.KubeletVersion,
 		},
 		Informers:        member,
-		Health:           readyz{cfg.MemberClient},
+		Health:           health,
 		HealthInterval:   cfg.HealthInterval,
 		FailureThreshold: cfg.FailureThreshold,
 	})
@@ -309,6 +317,25 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 		}
 		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
 	}
+}
+
+// minWorkersPerNode is the fewest workers of each kind a virtual node gets
+// (unless the process has fewer), so that one slow pod never holds up the
+// rest of its partition.
+const minWorkersPerNode = 2
+
+// workersPerNode divides a process's workers among its virtual nodes. Each
+// virtual node runs its own pod controller (three queues with that many
+// workers each) and status workers; fifty partitions with the whole
+// budget each would idle some 5,000 goroutines and, in a burst, send the
+// host more concurrent writes under one identity than its API priority
+// and fairness queues hold — it answers 429 and the node's own status
+// updates wait in the same queues.
+func workersPerNode(total, nodes int) int {
+	if nodes < 1 {
+		nodes = 1
+	}
+	return max(min(minWorkersPerNode, total), (total+nodes-1)/nodes)
 }
 
 // perItemBackoff retries a failing item with exponential backoff, with no

@@ -1,0 +1,205 @@
+package clusternode
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// switchableHealth answers with whatever error it was last given.
+type switchableHealth struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (h *switchableHealth) set(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.err = err
+}
+
+func (h *switchableHealth) Healthy(context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) *Provider {
+	t.Helper()
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	p, err := NewProvider(ProviderConfig{
+		Node:             Config{Name: "beijing", Installation: "host-1", Selector: selector},
+		Informers:        f,
+		Health:           health,
+		HealthInterval:   10 * time.Millisecond,
+		FailureThreshold: 2,
+		Debounce:         time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := f.Core().V1().Nodes().Informer().GetStore().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
+	bj := mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"))
+	hz := mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou"))
+	p := newTestProvider(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
+
+	nodes := map[string]struct {
+		node *corev1.Node
+		want bool
+	}{
+		"a node of the slice":                  {bj, true},
+		"a node of the slice, turned NotReady": {mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"), notReady), true},
+		"a node of another slice":              {hz, false},
+	}
+	for name, tc := range nodes {
+		if got := p.nodeMatters(tc.node); got != tc.want {
+			t.Errorf("%s: nodeMatters = %v, want %v", name, got, tc.want)
+		}
+	}
+	if !p.nodeMatters(cache.DeletedFinalStateUnknown{Key: "bj-1", Obj: bj}) {
+		t.Error("a deleted node of the slice must matter")
+	}
+
+	otherPartition := mkPod("q", "bj-1", "1", "1Gi", true, corev1.PodRunning)
+	otherPartition.Labels[wellknown.ClusterLabel] = "hangzhou"
+	pods := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"the member's own pod on a node of the slice":      {mkPod("a", "bj-1", "1", "1Gi", false, corev1.PodRunning), true},
+		"a pod this virtual node forwarded":                {mkPod("b", "bj-1", "1", "1Gi", true, corev1.PodRunning), false},
+		"a pod another partition forwarded onto the slice": {otherPartition, true},
+		"a pod on a node of another slice":                 {mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning), false},
+		"a pod not bound yet":                              {mkPod("d", "", "1", "1Gi", false, corev1.PodPending), false},
+		"a pod on a node not known yet":                    {mkPod("e", "bj-9", "1", "1Gi", false, corev1.PodRunning), false},
+	}
+	for name, tc := range pods {
+		if got := p.podMatters(tc.pod); got != tc.want {
+			t.Errorf("%s: podMatters = %v, want %v", name, got, tc.want)
+		}
+	}
+
+	whole := newTestProvider(t, nil, &switchableHealth{}, hz)
+	if !whole.nodeMatters(hz) || !whole.podMatters(mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning)) {
+		t.Error("without a selector every node and every bound pod not forwarded matters")
+	}
+}
+
+// TestHealthTransitionsArePublished checks that publishing only on health
+// changes loses none: Ready, NotReady after the threshold, a new reason
+// while NotReady, Ready again.
+func TestHealthTransitionsArePublished(t *testing.T) {
+	health := &switchableHealth{}
+	p := newTestProvider(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
+	published := make(chan *corev1.Node, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { published <- n })
+
+	expect := func(what string, status corev1.ConditionStatus, message string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case n := <-published:
+				c := n.Status.Conditions[0]
+				if c.Status == status && strings.Contains(c.Message, message) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s: no node with Ready=%s and message %q published", what, status, message)
+			}
+		}
+	}
+	expect("start", corev1.ConditionTrue, "reachable")
+	health.set(errors.New("connection refused"))
+	expect("member down", corev1.ConditionFalse, "connection refused")
+	health.set(errors.New("503 Service Unavailable"))
+	expect("new reason", corev1.ConditionFalse, "503")
+	health.set(nil)
+	expect("member back", corev1.ConditionTrue, "reachable")
+	if got := p.Node().Status.Conditions[0]; got.Status != corev1.ConditionTrue || got.LastTransitionTime.IsZero() {
+		t.Errorf("Node() Ready = %+v", got)
+	}
+}
+
+// slowHealth fails every check after taking most of an interval, recording
+// when each check began and ended.
+type slowHealth struct {
+	took time.Duration
+
+	mu         sync.Mutex
+	begun, end []time.Time
+}
+
+func (h *slowHealth) Healthy(ctx context.Context) error {
+	h.mu.Lock()
+	h.begun = append(h.begun, time.Now())
+	h.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(h.took):
+	}
+	h.mu.Lock()
+	h.end = append(h.end, time.Now())
+	h.mu.Unlock()
+	return errors.New("etcd-readiness failed")
+}
+
+// TestSlowChecksStayAnIntervalApart checks that a check the member kept
+// waiting is not followed at once by the next: two failures in a row must
+// span two intervals, not one slow moment.
+func TestSlowChecksStayAnIntervalApart(t *testing.T) {
+	health := &slowHealth{took: 40 * time.Millisecond}
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	p, err := NewProvider(ProviderConfig{
+		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health,
+		HealthInterval: 50 * time.Millisecond, FailureThreshold: 2, Debounce: time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go p.Run(ctx)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		health.mu.Lock()
+		n := len(health.end)
+		health.mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d checks in 10s", n)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	cancel()
+	health.mu.Lock()
+	defer health.mu.Unlock()
+	for i := 1; i < 4; i++ {
+		if gap := health.begun[i].Sub(health.end[i-1]); gap < 45*time.Millisecond {
+			t.Errorf("check %d began %s after check %d ended; want about the 50ms interval", i, gap, i-1)
+		}
+	}
+}
