@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,20 @@ type namespaceMirror struct {
 	memberNS corev1listers.NamespaceLister
 	synced   []cache.InformerSynced
 	queue    workqueue.TypedRateLimitingInterface[string]
+	// creating serialises the creation of one member namespace: the first
+	// burst of pods into a new namespace would otherwise race to create
+	// it, and every loser would wait in the retry queue's backoff.
+	creating keyedMutex
+}
+
+// keyedMutex is a mutex per key; keys are member namespaces, few.
+type keyedMutex struct{ m sync.Map }
+
+func (k *keyedMutex) lock(key string) func() {
+	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
 }
 
 func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
@@ -93,13 +108,15 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 	if ns, err := m.memberNS.Get(memberNS); err == nil && ns.Status.Phase != corev1.NamespaceTerminating {
 		return nil
 	}
+	defer m.creating.lock(memberNS)()
 	client := m.p.cfg.MemberClient.CoreV1().Namespaces()
 	ns, err := client.Get(ctx, memberNS, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		host, _ := m.hostNS.Get(hostNS)
 		ns, err = client.Create(ctx, m.desired(memberNS, host, hostNS), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("namespace %s appeared while creating it: %w", memberNS, errRetry)
+			// Created by someone else in the meantime: usable as it is.
+			ns, err = client.Get(ctx, memberNS, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
