@@ -123,23 +123,13 @@ type rebalancer struct {
 
 // converge evicts the next pod that should move, if its template may
 // move one now; it returns how long to wait before looking again (0: the
-// template is where its decision says).
-func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *placement) (time.Duration, error) {
+// template is where its decision says). pods are the template's live pods.
+func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *placement, pods []*corev1.Pod) (time.Duration, error) {
 	obj, kind, err := getTemplate(ctx, r.client, tpl)
 	if err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	replicas, _ := kind.workload(obj)
-	var list corev1.PodList
-	if err := r.client.List(ctx, &list, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
-		return 0, err
-	}
-	var pods []*corev1.Pod
-	for i := range list.Items {
-		if p := &list.Items[i]; !terminal(p) {
-			pods = append(pods, p)
-		}
-	}
 	if pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
 		replicas = 0 // copies run their own replicas; only misplaced pods move
 	}

@@ -139,13 +139,12 @@ func (p *placer) forget(uid types.UID) {
 // liveCounts are tpl's pods that are not finished or being deleted, per
 // assigned cluster, and the assignment IDs among them.
 func (p *placer) liveCounts(ctx context.Context, tpl Template) (map[string]int32, map[string]bool, error) {
-	var pods corev1.PodList
-	if err := p.cache.List(ctx, &pods, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
-		return nil, nil, fmt.Errorf("list pods of %s: %w", tpl, err)
+	pods, err := templatePods(ctx, p.cache, tpl)
+	if err != nil {
+		return nil, nil, err
 	}
 	counts, seen := map[string]int32{}, map[string]bool{}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for _, pod := range pods {
 		seen[pod.Annotations[AssignmentAnnotation]] = true
 		if terminal(pod) {
 			continue
@@ -195,4 +194,29 @@ func decisionKey(c candidate, replicas int32, request corev1.ResourceList, nodes
 	slices.Sort(vns)
 	b.WriteString(strings.Join(vns, ""))
 	return b.String()
+}
+
+// templatePods are the pods the webhook placed for tpl, finished and
+// terminating ones included, from the cache's index.
+func templatePods(ctx context.Context, r client.Reader, tpl Template) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := r.List(ctx, &list, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
+		return nil, fmt.Errorf("list pods of %s: %w", tpl, err)
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// livePods drops the finished and terminating pods.
+func livePods(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !terminal(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -75,10 +75,12 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 		tp := policyv1alpha1.TemplatePlacement{APIVersion: tpl.APIVersion, Kind: tpl.Kind, Namespace: tpl.Namespace, Name: tpl.Name}
-		current, err := r.current(ctx, tpl)
+		all, err := templatePods(ctx, r.client, tpl)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		live := livePods(all)
+		current := boundCounts(live)
 		if pl != nil {
 			for _, t := range pl.decision.Targets {
 				tp.Clusters = append(tp.Clusters, policyv1alpha1.ClusterReplicas{Name: t.Cluster, DesiredReplicas: t.Replicas, CurrentReplicas: current[t.Cluster]})
@@ -97,7 +99,7 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 			return ctrl.Result{}, err
 		}
 		if err == nil {
-			wait, err := r.converge(ctx, tpl, pl)
+			wait, err := r.converge(ctx, tpl, pl, live)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
@@ -178,19 +180,15 @@ func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec
 	return out
 }
 
-// current counts the template's pods bound to each cluster.
-func (r *policyReconciler) current(ctx context.Context, tpl Template) (map[string]int32, error) {
-	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(tpl.Namespace), client.MatchingFields{templateIndex: string(tpl.UID)}); err != nil {
-		return nil, fmt.Errorf("list pods of %s: %w", tpl, err)
-	}
+// boundCounts counts the live pods bound to each cluster.
+func boundCounts(pods []*corev1.Pod) map[string]int32 {
 	out := map[string]int32{}
-	for i := range pods.Items {
-		if p := &pods.Items[i]; !terminal(p) && p.Spec.NodeName != "" {
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
 			out[p.Spec.NodeName]++
 		}
 	}
-	return out, nil
+	return out
 }
 
 // recreateUnplaced deletes the template's pods that were admitted without

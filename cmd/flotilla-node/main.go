@@ -143,19 +143,9 @@ func parseFlags() (*options, error) {
 }
 
 func setupLogging(o *options) error {
-	logger := logrus.New()
-	level, err := logrus.ParseLevel(o.logLevel)
+	logger, err := logging.New(o.logLevel, o.logFormat)
 	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	logger.SetLevel(level)
-	switch o.logFormat {
-	case "json":
-		logger.SetFormatter(&logrus.JSONFormatter{})
-	case "text":
-		logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	default:
-		return fmt.Errorf("--log-format: want text or json, got %q", o.logFormat)
+		return err
 	}
 	entry := logrus.NewEntry(logger).WithField("cluster", o.clusterName)
 	log.L = logruslogger.FromLogrus(entry)

@@ -3,6 +3,8 @@
 package logging
 
 import (
+	"fmt"
+
 	"github.com/go-logr/logr"
 	"github.com/sirupsen/logrus"
 )
@@ -58,4 +60,24 @@ func (s *sink) with(kv []any) logrus.FieldLogger {
 		}
 	}
 	return e
+}
+
+// New returns a logrus logger at level (debug, info, warn, error) writing
+// format (text or json), the two flags every binary has.
+func New(level, format string) (*logrus.Logger, error) {
+	logger := logrus.New()
+	l, err := logrus.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	logger.SetLevel(l)
+	switch format {
+	case "json":
+		logger.SetFormatter(&logrus.JSONFormatter{})
+	case "text":
+		logger.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	default:
+		return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
+	}
+	return logger, nil
 }
