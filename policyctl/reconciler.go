@@ -74,6 +74,7 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 		case err != nil:
 			return ctrl.Result{}, err
 		}
+		placed := err == nil
 		tp := policyv1alpha1.TemplatePlacement{APIVersion: tpl.APIVersion, Kind: tpl.Kind, Namespace: tpl.Namespace, Name: tpl.Name}
 		all, err := templatePods(ctx, r.client, tpl)
 		if err != nil {
@@ -85,20 +86,20 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 			for _, t := range pl.decision.Targets {
 				tp.Clusters = append(tp.Clusters, policyv1alpha1.ClusterReplicas{Name: t.Cluster, DesiredReplicas: t.Replicas, CurrentReplicas: current[t.Cluster]})
 			}
-			if err == nil {
+			if placed {
 				if err := r.recreateUnplaced(ctx, tpl); err != nil {
 					return ctrl.Result{}, err
 				}
 			}
 		}
 		var derivedFor []string
-		if err == nil && pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
+		if placed && pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
 			derivedFor = pl.clusters()
 		}
 		if err := r.syncDerived(ctx, tpl, derivedFor); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err == nil {
+		if placed {
 			wait, err := r.converge(ctx, tpl, pl, live)
 			if err != nil {
 				return ctrl.Result{}, err

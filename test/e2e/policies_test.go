@@ -347,6 +347,16 @@ spec:
 			t.Errorf("pod %s runs on %s although its policy places it nowhere", p.Name, p.Spec.NodeName)
 		}
 	}
+	// Its waiting pods are left alone: recreating them would only churn.
+	events, err := hostEvents(t.Context(), ns, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		if e.Reason == policyctl.EventUnplacedPodRecreated {
+			t.Errorf("pods of an unplaceable template were recreated: %s", e.Message)
+		}
+	}
 }
 
 // TestDuplicated runs a Deployment's full replica count in each of three
