@@ -68,7 +68,12 @@ func (m *eventMirror) observe(obj any) {
 	if host == nil {
 		return
 	}
-	m.recorder(e.Source.Component).Event(host, e.Type, e.Reason, e.Message)
+	component := e.Source.Component
+	if component == "" {
+		// Recorded through events.k8s.io, as the scheduler does.
+		component = e.ReportingController
+	}
+	m.recorder(component).Event(host, e.Type, e.Reason, e.Message)
 }
 
 func (m *eventMirror) forget(obj any) {
