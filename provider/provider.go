@@ -383,7 +383,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			return nil
 		}
 		status := HostStatus(host, member)
-		if equality.Semantic.DeepEqual(status, host.Status) {
+		if !StatusMatters(host.Status, status) {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
@@ -694,45 +694,70 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 }
 
 // DeletePod deletes the member pod with the host pod's grace period. It may
-// be called many times; once the member pod is gone, the host pod's deletion
-// is completed.
+// be called many times — virtual-kubelet calls it again when the grace
+// period shortens, as it does when the host pod's deletion is finished — so
+// it works from the member pod cache and writes only what is still to do:
+// nothing while the member pod terminates with no longer a grace period than
+// asked for; the host pod's deletion is finished once the member pod is gone.
+// A member pod the cache has not shown yet is left to the orphan check,
+// which deletes it as soon as it appears without its host pod. It reports
+// success rather than NotFound for a pod already gone, because
+// virtual-kubelet records every error, NotFound included, as a
+// ProviderDeleteFailed warning on the host pod.
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	ctx, span := p.startSpan(ctx, "provider.DeletePod", pod.Namespace+"/"+pod.Name)
 	defer func() {
-		// NotFound is how DeletePod reports success to virtual-kubelet.
-		if errdefs.IsNotFound(err) {
-			span.SetStatus(nil)
-			p.cfg.Metrics.operation(p.cfg.NodeName, "delete", nil)
-		} else {
-			span.SetStatus(err)
-			p.cfg.Metrics.operation(p.cfg.NodeName, "delete", err)
-		}
+		span.SetStatus(err)
 		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "delete", err)
 	}()
 	t := p.target(pod.Namespace)
-	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
-	cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
-	if err == nil && (!p.ours(cur) || cur.Labels[wellknown.HostUIDLabel] != string(pod.UID)) {
-		err = apierrors.NewNotFound(corev1.Resource("pods"), pod.Name)
+	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
 	}
-	if err == nil {
-		err = pods.Delete(ctx, pod.Name, metav1.DeleteOptions{
-			GracePeriodSeconds: pod.DeletionGracePeriodSeconds,
-			Preconditions:      metav1.NewUIDPreconditions(string(cur.UID)),
-		})
-	}
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		if pod.DeletionTimestamp != nil {
-			if err := p.deleteHostPod(ctx, pod); err != nil {
-				return err
-			}
+	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+		if member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds) {
+			return nil // terminating; syncStatus finishes the host pod once it is gone
 		}
-		return errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, pod.Name, t.Cluster)
+		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Preconditions:      metav1.NewUIDPreconditions(string(member.UID)),
+		})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	// The member pod is gone. Finish the host pod's deletion as a kubelet
+	// does, unless it is already being removed at once.
+	if pod.DeletionTimestamp != nil && ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
+		return p.deleteHostPod(ctx, pod)
 	}
 	return nil
+}
+
+// PodEventFilter is virtual-kubelet's PodEventFilterFunc. It hides a host
+// pod whose deletion is already being finished (grace period 0) and whose
+// member pod is gone, since virtual-kubelet has nothing left to do for it:
+// the informer's filtering handler turns the update that shortened the
+// grace period into a delete, so virtual-kubelet forgets the pod at once
+// instead of comparing it in full with its last spec (a millisecond of CPU
+// per pod) and calling DeletePod again.
+func (p *Provider) PodEventFilter(_ context.Context, pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp == nil || ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
+		return true
+	}
+	member, err := p.memberPods.Pods(p.target(pod.Namespace).Namespace).Get(pod.Name)
+	return err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID)
+}
+
+// shorterGrace reports whether grace period a is shorter than b; nil is the
+// pod's default, never shorter.
+func shorterGrace(a, b *int64) bool {
+	return a != nil && (b == nil || *a < *b)
 }
 
 // GetPod returns the member pod in host terms (see HostView), or a NotFound

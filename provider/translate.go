@@ -3,6 +3,7 @@ package provider
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -289,6 +290,35 @@ func HostStatus(host, member *corev1.Pod) corev1.PodStatus {
 		s.Phase = corev1.PodPending
 	}
 	return s
+}
+
+// StatusMatters reports whether writing want over the host pod's current
+// status would change something a user or a controller acts on. Timestamps
+// of conditions whose status, reason and message are unchanged, the order of
+// conditions, and an observed generation the host status has never carried
+// do not count: the member's own PodScheduled condition and its first
+// Pending status would otherwise each cost a host write per pod, as would
+// every re-stamp of an unchanged condition. The next write that matters
+// carries them along.
+func StatusMatters(cur, want corev1.PodStatus) bool {
+	if cur.ObservedGeneration == 0 {
+		want.ObservedGeneration = 0
+	}
+	return !equality.Semantic.DeepEqual(comparableStatus(cur), comparableStatus(want))
+}
+
+func comparableStatus(s corev1.PodStatus) corev1.PodStatus {
+	out := s
+	out.Conditions = nil
+	byType := map[corev1.PodConditionType]corev1.PodCondition{}
+	for _, c := range s.Conditions {
+		c.LastProbeTime, c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
+		byType[c.Type] = c
+	}
+	for _, t := range slices.Sorted(maps.Keys(byType)) {
+		out.Conditions = append(out.Conditions, byType[t])
+	}
+	return out
 }
 
 // Reasons for the host pod's status and events.

@@ -276,3 +276,46 @@ func TestApplyMutable(t *testing.T) {
 		t.Errorf("not applied: %+v", cur)
 	}
 }
+
+func TestStatusMatters(t *testing.T) {
+	t0, t1 := metav1.NewTime(time.Unix(1000, 0)), metav1.NewTime(time.Unix(2000, 0))
+	scheduled := func(at metav1.Time, gen int64) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at, ObservedGeneration: gen}
+	}
+	ready := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: t1}
+	host := corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBurstable,
+		Conditions: []corev1.PodCondition{scheduled(t0, 1)}}
+	for _, tc := range []struct {
+		name string
+		cur  corev1.PodStatus
+		want func(s *corev1.PodStatus)
+		ok   bool
+	}{
+		{"member's own PodScheduled and first observed generation", host, func(s *corev1.PodStatus) {
+			s.ObservedGeneration = 1
+			s.Conditions = []corev1.PodCondition{scheduled(t1, 0)}
+		}, false},
+		{"conditions reordered", corev1.PodStatus{Conditions: []corev1.PodCondition{ready, scheduled(t0, 0)}}, func(s *corev1.PodStatus) {
+			s.Conditions = []corev1.PodCondition{scheduled(t0, 0), ready}
+		}, false},
+		{"running and ready", host, func(s *corev1.PodStatus) {
+			s.Phase = corev1.PodRunning
+			s.Conditions = append(s.Conditions, ready)
+		}, true},
+		{"member unschedulable", host, func(s *corev1.PodStatus) {
+			s.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable"}}
+		}, true},
+		{"a new generation observed", corev1.PodStatus{ObservedGeneration: 1}, func(s *corev1.PodStatus) {
+			s.ObservedGeneration = 2
+		}, true},
+		{"pod IP", host, func(s *corev1.PodStatus) { s.PodIP = "10.1.0.5" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := *tc.cur.DeepCopy()
+			tc.want(&want)
+			if got := StatusMatters(tc.cur, want); got != tc.ok {
+				t.Errorf("StatusMatters = %v, want %v", got, tc.ok)
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -224,13 +225,16 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		}
 	}
 	podCtl, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:         pods.PodClient(cfg.HostClient.CoreV1()),
-		PodInformer:       podInformer,
-		EventRecorder:     recorder,
-		Provider:          pods,
-		ConfigMapInformer: host.Core().V1().ConfigMaps(),
-		SecretInformer:    host.Core().V1().Secrets(),
-		ServiceInformer:   host.Core().V1().Services(),
+		PodClient:     pods.PodClient(cfg.HostClient.CoreV1()),
+		PodInformer:   podInformer,
+		EventRecorder: quietSuccess{recorder},
+		Provider:      pods,
+		// The informer only holds this node's pods; the filter spares
+		// virtual-kubelet the last update of a pod already gone below.
+		PodEventFilterFunc: pods.PodEventFilter,
+		ConfigMapInformer:  host.Core().V1().ConfigMaps(),
+		SecretInformer:     host.Core().V1().Secrets(),
+		ServiceInformer:    host.Core().V1().Services(),
 		// Secrets and ConfigMaps are mirrored as objects, never inlined
 		// into the forwarded pod spec.
 		SkipDownwardAPIResolution: true,
@@ -363,4 +367,38 @@ type readyz struct{ c kubernetes.Interface }
 
 func (r readyz) Healthy(ctx context.Context) error {
 	return r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+}
+
+// quietSuccess drops virtual-kubelet's "ProviderCreateSuccess",
+// "ProviderUpdateSuccess" and "ProviderDeleteSuccess" events: a kubelet
+// reports no such thing, they say only that the pod is doing what its status
+// already shows, and each costs a host write per pod. Failures and every
+// other event pass through.
+type quietSuccess struct {
+	record.EventRecorder
+}
+
+var providerSuccess = map[string]bool{
+	"ProviderCreateSuccess": true, "ProviderUpdateSuccess": true, "ProviderDeleteSuccess": true,
+}
+
+func (q quietSuccess) Event(obj runtime.Object, eventType, reason, message string) {
+	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
+		return
+	}
+	q.EventRecorder.Event(obj, eventType, reason, message)
+}
+
+func (q quietSuccess) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
+	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
+		return
+	}
+	q.EventRecorder.Eventf(obj, eventType, reason, messageFmt, args...)
+}
+
+func (q quietSuccess) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, messageFmt string, args ...any) {
+	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
+		return
+	}
+	q.EventRecorder.AnnotatedEventf(obj, annotations, eventType, reason, messageFmt, args...)
 }

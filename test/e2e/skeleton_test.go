@@ -181,6 +181,35 @@ func TestDeploymentAcrossMembers(t *testing.T) {
 		}
 		return len(hostPods.Items) == 0 && left == 0, fmt.Sprintf("host pods %d, member pods %d", len(hostPods.Items), left), nil
 	})
+
+	// The pods' events are what a user reads in kubectl describe: the host
+	// scheduler's and the members' own, mirrored under their component's
+	// name; no warning for an ordinary scale-down, and nothing that only says
+	// forwarding worked — each such event would be a host write per pod.
+	events, err := hostClient().CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]int{}
+	for _, e := range events.Items {
+		component := e.Source.Component
+		if component == "" {
+			component = e.ReportingController
+		}
+		reasons[component+"/"+e.Reason]++
+		if e.Type == corev1.EventTypeWarning {
+			t.Errorf("warning event on %s: %s: %s", e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	t.Logf("host pod events by component/reason: %v", reasons)
+	for r, n := range reasons {
+		if strings.Contains(r, "/Provider") {
+			t.Errorf("%d host pod events %s", n, r)
+		}
+	}
+	if reasons["default-scheduler/Scheduled"] < 60 {
+		t.Errorf("host pod events: want the host's and, mirrored, the members' Scheduled events, 60 in all; got %v", reasons)
+	}
 }
 
 // TestMemberPodDeletedOutOfBand deletes a forwarded pod directly in its
