@@ -178,7 +178,7 @@ func run() error {
 		defer cancel()
 		_ = shutdownTracing(ctx)
 	}()
-	reg, nodeMetrics, memberErrors, err := newMetrics(o)
+	reg, nodeMetrics, memberErrors, requests, err := newMetrics(o)
 	if err != nil {
 		return err
 	}
@@ -193,6 +193,8 @@ func run() error {
 	}
 	if memberErrors != nil {
 		telemetry.CountAPIErrors(memberCfg, memberErrors)
+		telemetry.CountAPIRequests(hostCfg, requests, "host")
+		telemetry.CountAPIRequests(memberCfg, requests, "member")
 	}
 	hostClient, err := kubernetes.NewForConfig(hostCfg)
 	if err != nil {
@@ -302,22 +304,27 @@ func startTracing(ctx context.Context, o *options) (func(context.Context) error,
 }
 
 // newMetrics returns, when metrics are served, the registry of flotilla's
-// own metrics, the forwarding metrics and the member API error counter.
-func newMetrics(o *options) (*prometheus.Registry, *provider.Metrics, *prometheus.CounterVec, error) {
+// own metrics, the forwarding metrics, the member API error counter and the
+// API request counter.
+func newMetrics(o *options) (*prometheus.Registry, *provider.Metrics, *prometheus.CounterVec, *prometheus.CounterVec, error) {
 	if o.metricsAddress == "0" || o.metricsAddress == "" {
-		return nil, nil, nil, nil
+		return nil, nil, nil, nil, nil
 	}
 	reg := prometheus.NewRegistry()
 	m, err := provider.NewMetrics(reg, nil)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	errs := telemetry.NewAPIErrors("flotilla_node_member_api_errors_total",
 		"Failed requests to the member apiserver by verb, resource and HTTP code (transport: no response).")
-	if err := reg.Register(errs); err != nil {
-		return nil, nil, nil, err
+	requests := telemetry.NewAPIRequests("flotilla_node_api_requests_total",
+		"Requests to the host and member apiservers by verb, resource and HTTP code (transport: no response).")
+	for _, c := range []prometheus.Collector{errs, requests} {
+		if err := reg.Register(c); err != nil {
+			return nil, nil, nil, nil, err
+		}
 	}
-	return reg, m, errs, nil
+	return reg, m, errs, requests, nil
 }
 
 // serveMetrics serves flotilla's metrics with those the Kubernetes

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -174,4 +175,46 @@ func (c requestCounts) byClass() map[requestClass]float64 {
 		out[classOf(verb)] += v
 	}
 	return out
+}
+
+// nodeRequestMetric is flotilla-node's count of its own API requests.
+const nodeRequestMetric = "flotilla_node_api_requests_total"
+
+// nodeVerbs maps flotilla-node's verb labels onto apiserver_request_total's.
+var nodeVerbs = map[string]string{
+	"create": "POST", "update": "PUT", "patch": "PATCH", "delete": "DELETE",
+	"get": "GET", "list": "LIST", "watch": "WATCH",
+}
+
+// scrapeNodeRequests reads flotilla-node's request counter from its /metrics
+// endpoint at addr, keyed "apiserver VERB resource[/subresource]".
+func scrapeNodeRequests(ctx context.Context, addr string) (requestCounts, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("get /metrics: %s", resp.Status)
+	}
+	return parseNodeRequests(resp.Body)
+}
+
+func parseNodeRequests(r io.Reader) (requestCounts, error) {
+	counts := requestCounts{}
+	err := forEachSample(r, nodeRequestMetric, func(labels map[string]string, v float64) {
+		verb := nodeVerbs[labels["verb"]]
+		if verb == "" {
+			verb = strings.ToUpper(labels["verb"])
+		}
+		counts[labels["apiserver"]+" "+verb+" "+labels["resource"]] += v
+	})
+	if err != nil {
+		return nil, err
+	}
+	return counts, nil
 }

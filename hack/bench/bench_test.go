@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,22 @@ func TestPodWatchesWakeOnChange(t *testing.T) {
 	b.observe(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "y"}}, false)
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestParseNodeRequests(t *testing.T) {
+	text := `# TYPE flotilla_node_api_requests_total counter
+flotilla_node_api_requests_total{apiserver="host",code="200",resource="pods/status",verb="update"} 330
+flotilla_node_api_requests_total{apiserver="host",code="409",resource="pods/status",verb="update"} 3
+flotilla_node_api_requests_total{apiserver="member",code="201",resource="pods",verb="create"} 333
+flotilla_node_member_api_errors_total{code="409",resource="pods",verb="create"} 1
+`
+	got, err := parseNodeRequests(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := requestCounts{"host PUT pods/status": 333, "member POST pods": 333}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"flotilla.io/flotilla/internal/testworld"
@@ -35,10 +36,12 @@ type meter struct {
 	clusters map[string][]*testworld.Cluster // by role
 	procs    []meteredProcess
 	nodes    map[string]int // flotilla-node pid by member
+	metrics  []string       // flotilla-nodes' /metrics addresses
 	now      func() time.Time
 
 	begin    *snapshot
 	requests map[string]requestCounts // by role, summed over phases
+	nodeReqs requestCounts            // flotilla-node's own, by "apiserver VERB resource", summed over phases
 	cpu      map[string]float64       // by label, summed over phases
 	nodeCPU  map[string]float64       // flotilla-node CPU seconds by phase
 	phases   time.Duration
@@ -48,6 +51,7 @@ type meter struct {
 type snapshot struct {
 	at       time.Time
 	requests map[string]requestCounts
+	nodeReqs requestCounts
 	cpu      map[string]float64
 	nodes    map[string]procSample
 }
@@ -74,6 +78,9 @@ func newMeter(t *target) *meter {
 			m.nodes[c.Name] = pid
 			m.procs = append(m.procs, meteredProcess{"flotilla-node", pid})
 		}
+		for i := range t.world.Members() {
+			m.metrics = append(m.metrics, metricsAddress(i))
+		}
 	}
 	m.reset()
 	return m
@@ -83,13 +90,22 @@ func newMeter(t *target) *meter {
 func (m *meter) reset() {
 	m.begin = nil
 	m.requests = map[string]requestCounts{}
+	m.nodeReqs = requestCounts{}
 	m.cpu = map[string]float64{}
 	m.nodeCPU = map[string]float64{}
 	m.phases = 0
 }
 
 func (m *meter) take(ctx context.Context) (*snapshot, error) {
-	s := &snapshot{at: m.now(), requests: map[string]requestCounts{}, cpu: map[string]float64{}, nodes: map[string]procSample{}}
+	s := &snapshot{at: m.now(), requests: map[string]requestCounts{}, nodeReqs: requestCounts{},
+		cpu: map[string]float64{}, nodes: map[string]procSample{}}
+	for _, addr := range m.metrics {
+		rc, err := scrapeNodeRequests(ctx, addr)
+		if err != nil {
+			return nil, fmt.Errorf("scrape flotilla-node at %s: %w", addr, err)
+		}
+		s.nodeReqs.add(rc)
+	}
 	for _, p := range m.procs {
 		ps, err := readProc(p.pid)
 		if err != nil {
@@ -146,6 +162,7 @@ func (m *meter) stop(ctx context.Context, phase string) error {
 		}
 		m.requests[role].add(rc.sub(m.begin.requests[role]))
 	}
+	m.nodeReqs.add(end.nodeReqs.sub(m.begin.nodeReqs))
 	for label, v := range end.cpu {
 		m.cpu[label] += v - m.begin.cpu[label]
 	}
@@ -188,6 +205,28 @@ func (m *meter) report(s sample, pods int) {
 		for k, v := range rc {
 			s["api_detail."+role+"."+k] = perPod(v)
 		}
+	}
+	if len(m.metrics) > 0 {
+		// flotilla-node's own requests, as it counts them. Its host status
+		// writes and the final deletes of host pods stand in for the
+		// kubelet a native cluster's pods have; the rest — member pod
+		// creates and deletes, mirrored events, anything else — is what
+		// forwarding adds.
+		var nodeWrites, kubeletWrites float64
+		for k, v := range m.nodeReqs {
+			s["node_api."+k] = perPod(v)
+			apiserver, key, _ := strings.Cut(k, " ")
+			if verb, _, _ := strings.Cut(key, " "); classOf(verb) != classWrite {
+				continue
+			}
+			s["node_api."+apiserver+".writes_per_pod"] += perPod(v)
+			nodeWrites += v
+			if apiserver == roleHost && (key == requestKey("PUT", "pods", "status") || key == requestKey("DELETE", "pods", "")) {
+				kubeletWrites += v
+			}
+		}
+		s["node_api.writes_per_pod"] = perPod(nodeWrites)
+		s["node_api.extra_writes_per_pod"] = perPod(nodeWrites - kubeletWrites)
 	}
 	s["api.writes_per_pod"] = perPod(writes)
 	s["api.reads_per_pod"] = perPod(reads)

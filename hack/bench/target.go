@@ -137,27 +137,22 @@ func startTarget(ctx context.Context, m mode, o *options, bin testworld.Bin, nod
 	return t, nil
 }
 
-// deployFleet runs one flotilla-node per member. With --profile each gets a
-// pprof endpoint on a port of its own, which Deploy's shared arguments
-// cannot express, so the nodes are restarted with it.
+// deployFleet runs one flotilla-node per member, each serving its metrics
+// (which count its own API requests) and, with --profile-dir, pprof on
+// loopback ports of its own.
 func deployFleet(ctx context.Context, w *testworld.World, o *options, nodeBinary string) (*fleet.Fleet, error) {
-	f, err := fleet.Deploy(ctx, w, nodeBinary, o.nodeArgs...)
+	var members []string
+	perMember := map[string][]string{}
+	for i, m := range w.Members() {
+		members = append(members, m.Name)
+		perMember[m.Name] = []string{"--metrics-bind-address=" + metricsAddress(i)}
+		if o.profileDir != "" {
+			perMember[m.Name] = append(perMember[m.Name], "--profiling-address="+profilingAddress(i))
+		}
+	}
+	f, err := fleet.DeployWith(ctx, w, nodeBinary, members, perMember, o.nodeArgs...)
 	if err != nil {
 		return nil, fmt.Errorf("deploy flotilla: %w", err)
-	}
-	if o.profileDir == "" {
-		return f, nil
-	}
-	for i, m := range w.Members() {
-		if err := f.Node(m.Name).Stop(); err != nil {
-			return nil, err
-		}
-		if _, err := f.StartNode(m.Name, "--profiling-address="+profilingAddress(i)); err != nil {
-			return nil, err
-		}
-		if err := f.WaitNodeReady(ctx, m.Name, 2*time.Minute); err != nil {
-			return nil, err
-		}
 	}
 	return f, nil
 }
@@ -165,6 +160,9 @@ func deployFleet(ctx context.Context, w *testworld.World, o *options, nodeBinary
 // profilingAddress is the pprof endpoint of the i-th member's flotilla-node,
 // on the loopback device of the world's private network namespace.
 func profilingAddress(i int) string { return "127.0.0.1:" + strconv.Itoa(16060+i) }
+
+// metricsAddress is the i-th member's flotilla-node's /metrics endpoint.
+func metricsAddress(i int) string { return "127.0.0.1:" + strconv.Itoa(17070+i) }
 
 // clusterProcesses returns the processes a cluster runs, by component.
 func clusterProcesses(c *testworld.Cluster) map[string]*testworld.Process {

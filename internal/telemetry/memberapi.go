@@ -22,6 +22,40 @@ func NewAPIErrors(name, help string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"verb", "resource", "code"})
 }
 
+// CountAPIRequests makes every client built from cfg count its requests in
+// requests, labelled apiserver (the given name: host or member), verb,
+// resource and code ("transport" when no response came back): what
+// flotilla-node asks of each apiserver, per kind of request, as
+// rest_client_requests_total does for Kubernetes' own components but with
+// the resource that says which work it was.
+func CountAPIRequests(cfg *rest.Config, requests *prometheus.CounterVec, apiserver string) {
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &requestCounter{next: rt, requests: requests, apiserver: apiserver}
+	})
+}
+
+// NewAPIRequests returns the counter CountAPIRequests fills, named name.
+func NewAPIRequests(name, help string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"apiserver", "verb", "resource", "code"})
+}
+
+type requestCounter struct {
+	next      http.RoundTripper
+	requests  *prometheus.CounterVec
+	apiserver string
+}
+
+func (c *requestCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	code := "transport"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+	}
+	verb, res := classify(req)
+	c.requests.WithLabelValues(c.apiserver, verb, res, code).Inc()
+	return resp, err
+}
+
 type errorCounter struct {
 	next http.RoundTripper
 	errs *prometheus.CounterVec
