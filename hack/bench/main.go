@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", "burst,propagation", "scenarios to run: burst and propagation in every mode (footprint is measured during burst); scale once, in a world of its own, after the modes")
+	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation; scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
 	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
@@ -164,8 +165,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	modes, _ := selectModes(o.modes)
 	scenarios, scale, _ := selectScenarios(o.scenarios)
+	selected, _ := selectModes(o.modes)
+	// A mode none of the scenarios applies to would only start a world.
+	modes := slices.DeleteFunc(selected, func(m mode) bool {
+		return !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.applies(m) })
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	// Everything below honours ctx; this is the backstop for anything that
@@ -240,7 +245,7 @@ func run() error {
 		res.Modes = nil
 		logf("%s cores, load %s, scenario scale; files in %s", res.Placement, res.LoadBefore, dir)
 	} else {
-		logf("%s cores, load %s, modes %s, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, o.modes, o.scenarios, o.replicas, o.runs, dir)
+		logf("%s cores, load %s, modes %v, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, modes, o.scenarios, o.replicas, o.runs, dir)
 	}
 	for _, m := range modes {
 		mr, err := runMode(ctx, m, o, scenarios, bin, nodeBinary, filepath.Join(dir, string(m)), res.Placement, logf)
@@ -330,7 +335,11 @@ func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin 
 			}
 		}
 		mr.Runs = append(mr.Runs, s.clean())
-		logf("%s run %d: ready %.2fs (%.0f pods/s), deleted %.2fs", m, run, s["burst.ready_s"], s["burst.pods_per_s"], s["delete.gone_s"])
+		if _, ok := s["burst.ready_s"]; ok {
+			logf("%s run %d: ready %.2fs (%.0f pods/s), deleted %.2fs", m, run, s["burst.ready_s"], s["burst.pods_per_s"], s["delete.gone_s"])
+		} else {
+			logf("%s run %d done", m, run)
+		}
 	}
 	return mr, nil
 }
