@@ -212,7 +212,7 @@ func TestSelect(t *testing.T) {
 	if _, err := selectModes("karmada"); err == nil {
 		t.Error("want an error for an unknown mode")
 	}
-	if _, _, err := selectScenarios("burst,steady"); err == nil {
+	if _, _, err := selectScenarios("burst,stedy"); err == nil {
 		t.Error("want an error for an unknown scenario")
 	}
 	perMode, scale, err := selectScenarios("scale, burst")
@@ -226,7 +226,8 @@ func TestSelect(t *testing.T) {
 
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range [][]string{{"--replicas=0"}, {"--modes=foo"}, {"--scenarios=foo"}, {"--nope"},
-		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"}} {
+		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"},
+		{"--steady-rate=0"}, {"--steady-rate=1", "--steady-duration=100ms"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v): want an error", args)
 		}

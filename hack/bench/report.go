@@ -70,6 +70,14 @@ var tableRows = []row{
 	{"propagation: delete host→member p50 (s)", "propagation.delete_p50_s", "%.3f", false},
 	{"propagation: delete host→member p99 (s)", "propagation.delete_p99_s", "%.3f", false},
 	{"propagation: host pod gone p99 (s)", "propagation.host_gone_p99_s", "%.3f", false},
+	{"steady: pods created", "steady.pods", "%.0f", false},
+	{"steady: creation rate achieved (pods/s)", "steady.rate_per_s", "%.1f", false},
+	{"steady: creation behind schedule at the end (s)", "steady.behind_s", "%.2f", false},
+	{"steady: creation, longest gap between creates (s)", "steady.create_gap_max_s", "%.2f", false},
+	{"steady: pod startup p50 (s)", "steady.startup_p50_s", "%.2f", true},
+	{"steady: pod startup p90 (s)", "steady.startup_p90_s", "%.2f", true},
+	{"steady: pod startup p99 (s)", "steady.startup_p99_s", "%.2f", true},
+	{"steady: status lag member→host p99 (s)", "steady.status_lag_p99_s", "%.3f", false},
 	{"api: writes per pod, all clusters", "api.writes_per_pod", "%.2f", true},
 	{"api: writes per pod, host", "api.host.writes_per_pod", "%.2f", false},
 	{"api: writes per pod, members", "api.member.writes_per_pod", "%.2f", false},
@@ -118,6 +126,15 @@ func (r *results) finish() {
 	if n, ok := r.median(modeNative)["api.writes_per_pod"]; ok {
 		if f, ok := fl["api.writes_per_pod"]; ok {
 			r.Derived["api.extra_writes_per_forwarded_pod_vs_native"] = f - n
+		}
+	}
+	// Issue 7's steady target is an absolute margin: flotilla's p99 startup
+	// at most 0.5 s above native's.
+	for _, base := range []mode{modeNative, modeDirect} {
+		if b, ok := r.median(base)["steady.startup_p99_s"]; ok {
+			if f, ok := fl["steady.startup_p99_s"]; ok {
+				r.Derived["steady.startup_p99_flotilla_minus_"+string(base)+"_s"] = f - b
+			}
 		}
 	}
 }

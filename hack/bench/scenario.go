@@ -26,7 +26,7 @@ type scenario interface {
 
 // allScenarios is every per-mode scenario. The footprint (footprint.go) is
 // measured during the burst.
-var allScenarios = []scenario{burst{}, propagation{}}
+var allScenarios = []scenario{burst{}, propagation{}, steady{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
 // otherwise.
