@@ -12,7 +12,8 @@ import (
 // the run's sample. Scenarios that need a world of their own shape run once
 // per invocation instead, after the modes: scale (scale.go, 50 partitions
 // over 500 nodes). A scenario that runs alongside another workload drives
-// it through runDeployment's workloadHooks.
+// it through runDeployment's workloadHooks (noise.go: a member's own churn
+// during a burst).
 type scenario interface {
 	name() string
 	// applies reports whether the scenario means anything in mode m.
@@ -26,7 +27,7 @@ type scenario interface {
 
 // allScenarios is every per-mode scenario. The footprint (footprint.go) is
 // measured during the burst.
-var allScenarios = []scenario{burst{}, propagation{}, steady{}}
+var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
 // otherwise.

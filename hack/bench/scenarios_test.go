@@ -129,10 +129,11 @@ func TestPeakPods(t *testing.T) {
 		scenarios string
 		want      int
 	}{
-		"burst":               {"burst", 1000},
-		"propagation alone":   {"propagation", 100},
-		"steady":              {"steady", 1200},
-		"scale needs no mode": {"scale", 0},
+		"burst":                   {"burst", 1000},
+		"propagation alone":       {"propagation", 100},
+		"steady":                  {"steady", 1200},
+		"noise adds to the burst": {"burst,noise", 2000},
+		"scale needs no mode":     {"scale", 0},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -150,12 +151,15 @@ func TestPeakPods(t *testing.T) {
 func TestResultsFinishScenarios(t *testing.T) {
 	r := &results{Modes: map[mode]*modeResult{
 		modeNative:   {Runs: []sample{{"steady.startup_p99_s": 1.5}, {"steady.startup_p99_s": 1.0}, {"steady.startup_p99_s": 2.0}}},
-		modeDirect:   {Runs: []sample{{"steady.startup_p99_s": 1.2}}},
-		modeFlotilla: {Runs: []sample{{"steady.startup_p99_s": 1.8}}},
+		modeDirect:   {Runs: []sample{{"steady.startup_p99_s": 1.2, "noise.burst_ratio": 1.1, "noise.create_ratio": 1.4}}},
+		modeFlotilla: {Runs: []sample{{"steady.startup_p99_s": 1.8, "noise.burst_ratio": 1.05, "noise.create_ratio": 1.2}}},
 	}, Options: map[string]string{"members": "3", "replicas": "1000", "runs": "3"}, Placement: "shared"}
 	r.finish()
 	if diff := cmp.Diff(ratioPair{FlotillaNative: 1.2, FlotillaDirect: 1.5}, r.Ratios["steady.startup_p99_s"], cmp.Comparer(approx)); diff != "" {
 		t.Errorf("steady ratio (-want +got):\n%s", diff)
+	}
+	if _, ok := r.Ratios["noise.burst_ratio"]; ok {
+		t.Error("noise's ratios are within a mode and must have no ratio across modes")
 	}
 	want := map[string]float64{
 		"steady.startup_p99_flotilla_minus_native_s": 0.3,
@@ -168,6 +172,7 @@ func TestResultsFinishScenarios(t *testing.T) {
 	r.printMarkdown(&out)
 	for _, want := range []string{
 		"| steady: pod startup p99 (s) | 1.50 | 1.20 | 1.80 | 1.20 | 1.50 |",
+		"| noise: burst Ready, with / without noise | - | 1.10 | 1.05 | - | - |",
 		"- steady.startup_p99_flotilla_minus_native_s: 0.30",
 	} {
 		if !strings.Contains(out.String(), want) {
