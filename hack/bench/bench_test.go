@@ -227,7 +227,7 @@ func TestSelect(t *testing.T) {
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range [][]string{{"--replicas=0"}, {"--modes=foo"}, {"--scenarios=foo"}, {"--nope"},
 		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"},
-		{"--noise-pods=0"}, {"--steady-rate=0"}, {"--steady-rate=1", "--steady-duration=100ms"}} {
+		{"--noise-pods=0"}, {"--footprint-pods=0"}, {"--steady-rate=0"}, {"--steady-rate=1", "--steady-duration=100ms"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v): want an error", args)
 		}

@@ -12,6 +12,7 @@
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
 //	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
+//	go run ./hack/bench --scenarios footprint10k --runs 1 --phase-timeout 30m --timeout 60m
 //
 // The scale scenario (scale.go) runs in a world of its own instead of in
 // the modes: one flotilla-node serving --scale-partitions label partitions
@@ -55,6 +56,7 @@ type options struct {
 	steadyRate      float64
 	steadyDuration  time.Duration
 	noisePods       int
+	footprintPods   int
 	idleWindow      time.Duration
 	settle          time.Duration
 	phaseTimeout    time.Duration
@@ -84,11 +86,12 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise; scale once, in a world of its own, after the modes")
+	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k (opt-in: minutes); scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "steady: pods created per second")
 	fs.DurationVar(&o.steadyDuration, "steady-duration", time.Minute, "steady: how long pods are created at --steady-rate")
 	fs.IntVar(&o.noisePods, "noise-pods", 1000, "noise: pods of the member's own Deployment, created and deleted alone and during a burst of --replicas")
+	fs.IntVar(&o.footprintPods, "footprint-pods", 10000, "footprint10k: pods forwarded at once (10000 needs a --phase-timeout and --timeout of about 30m and 60m)")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
 	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
 	fs.DurationVar(&o.idleWindow, "idle-window", 15*time.Second, "how long flotilla-node is watched doing nothing, before the runs and with the burst's pods")
@@ -112,8 +115,8 @@ func parseFlags(args []string) (*options, error) {
 	}
 	switch {
 	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1 ||
-		o.noisePods < 1 || o.scalePartitions < 1 || o.scalePods < 1:
-		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --scale-partitions and --scale-pods must be at least 1")
+		o.noisePods < 1 || o.footprintPods < 1 || o.scalePartitions < 1 || o.scalePods < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --scale-partitions and --scale-pods must be at least 1")
 	case o.steadyRate <= 0 || o.steadyRate > 1000 || steadyPods(o) < 1:
 		return nil, errors.New("--steady-rate must be above 0 and at most 1000 a second, and times --steady-duration at least one pod")
 	case o.scaleNodes < o.scalePartitions:
@@ -240,7 +243,7 @@ func run() error {
 			"clientBurst": strconv.Itoa(o.clientBurst), "probePods": strconv.Itoa(o.probePods),
 			"probeInterval": o.probeInterval.String(), "probeSettle": o.probeSettle.String(), "idleWindow": o.idleWindow.String(), "settle": o.settle.String(),
 			"steadyRate": fmt.Sprint(o.steadyRate), "steadyDuration": o.steadyDuration.String(),
-			"noisePods": strconv.Itoa(o.noisePods),
+			"noisePods": strconv.Itoa(o.noisePods), "footprintPods": strconv.Itoa(o.footprintPods),
 		},
 	}
 	if scale {

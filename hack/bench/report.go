@@ -102,6 +102,15 @@ var tableRows = []row{
 	{"flotilla-node: peak RSS (MiB, largest)", "footprint.node_peak_rss_mib", "%.1f", false},
 	{"api: requests/s while idle, no pods", "footprint.idle_api_requests_per_s", "%.1f", false},
 	{"api: requests/s while idle, burst pods", "footprint.loaded_api_requests_per_s", "%.1f", false},
+	{"footprint10k: pods forwarded", footprint10kPrefix + "pods", "%.0f", false},
+	{"footprint10k: all pods Running+Ready (s)", footprint10kPrefix + "burst.ready_s", "%.1f", false},
+	{"footprint10k: flotilla-node RSS with the pods (MiB, largest)", footprint10kPrefix + "footprint.loaded_node_rss_mib", "%.1f", false},
+	{"footprint10k: flotilla-node RSS with the pods (MiB, sum)", footprint10kPrefix + "footprint.loaded_node_rss_sum_mib", "%.1f", false},
+	{"footprint10k: flotilla-node peak RSS (MiB, largest)", footprint10kPrefix + "footprint.node_peak_rss_mib", "%.1f", false},
+	{"footprint10k: flotilla-node idle CPU with the pods (millicores, sum)", footprint10kPrefix + "footprint.loaded_node_millicores", "%.1f", false},
+	{"footprint10k: flotilla-node CPU-s per 1000 pods, create", footprint10kPrefix + "footprint.node_cpu_create_per_1000_pods_s", "%.2f", false},
+	{"footprint10k: flotilla-node CPU-s per 1000 pods, delete", footprint10kPrefix + "footprint.node_cpu_delete_per_1000_pods_s", "%.2f", false},
+	{"footprint10k: all pods gone (s)", footprint10kPrefix + "delete.gone_s", "%.1f", false},
 }
 
 // finish computes medians, ratios and derived figures.

@@ -26,8 +26,9 @@ type scenario interface {
 }
 
 // allScenarios is every per-mode scenario. The footprint (footprint.go) is
-// measured during the burst.
-var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}}
+// measured during the burst; footprint10k is the footprint with many more
+// pods, and takes minutes.
+var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
 // otherwise.

@@ -133,6 +133,7 @@ func TestPeakPods(t *testing.T) {
 		"propagation alone":       {"propagation", 100},
 		"steady":                  {"steady", 1200},
 		"noise adds to the burst": {"burst,noise", 2000},
+		"footprint10k":            {"burst,footprint10k", 10000},
 		"scale needs no mode":     {"scale", 0},
 	}
 	for name, tc := range tests {
@@ -150,9 +151,10 @@ func TestPeakPods(t *testing.T) {
 
 func TestResultsFinishScenarios(t *testing.T) {
 	r := &results{Modes: map[mode]*modeResult{
-		modeNative:   {Runs: []sample{{"steady.startup_p99_s": 1.5}, {"steady.startup_p99_s": 1.0}, {"steady.startup_p99_s": 2.0}}},
-		modeDirect:   {Runs: []sample{{"steady.startup_p99_s": 1.2, "noise.burst_ratio": 1.1, "noise.create_ratio": 1.4}}},
-		modeFlotilla: {Runs: []sample{{"steady.startup_p99_s": 1.8, "noise.burst_ratio": 1.05, "noise.create_ratio": 1.2}}},
+		modeNative: {Runs: []sample{{"steady.startup_p99_s": 1.5}, {"steady.startup_p99_s": 1.0}, {"steady.startup_p99_s": 2.0}}},
+		modeDirect: {Runs: []sample{{"steady.startup_p99_s": 1.2, "noise.burst_ratio": 1.1, "noise.create_ratio": 1.4}}},
+		modeFlotilla: {Runs: []sample{{"steady.startup_p99_s": 1.8, "noise.burst_ratio": 1.05, "noise.create_ratio": 1.2,
+			"footprint10k.pods": 10000, "footprint10k.footprint.loaded_node_rss_mib": 140}}},
 	}, Options: map[string]string{"members": "3", "replicas": "1000", "runs": "3"}, Placement: "shared"}
 	r.finish()
 	if diff := cmp.Diff(ratioPair{FlotillaNative: 1.2, FlotillaDirect: 1.5}, r.Ratios["steady.startup_p99_s"], cmp.Comparer(approx)); diff != "" {
@@ -173,6 +175,7 @@ func TestResultsFinishScenarios(t *testing.T) {
 	for _, want := range []string{
 		"| steady: pod startup p99 (s) | 1.50 | 1.20 | 1.80 | 1.20 | 1.50 |",
 		"| noise: burst Ready, with / without noise | - | 1.10 | 1.05 | - | - |",
+		"| footprint10k: flotilla-node RSS with the pods (MiB, largest) | - | - | 140.0 | - | - |",
 		"- steady.startup_p99_flotilla_minus_native_s: 0.30",
 	} {
 		if !strings.Contains(out.String(), want) {
