@@ -236,8 +236,11 @@ func TestParseFlagsRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.replicas != 1000 || o.runs != 3 || o.clientQPS != 500 || o.clientBurst != 1000 || o.timeout != 30*time.Minute {
+	if o.replicas != 1000 || o.runs != 3 || o.clientQPS != 500 || o.clientBurst != 1000 || o.timeout != time.Hour {
 		t.Errorf("defaults = %+v", o)
+	}
+	if o.scenarios != "burst,propagation,steady,noise" || steadyPods(o) != 1200 || o.noisePods != 1000 || o.footprintPods != 10000 {
+		t.Errorf("scenario defaults = %+v", o)
 	}
 }
 

@@ -14,10 +14,12 @@
 //	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
 //	go run ./hack/bench --scenarios footprint10k --runs 1 --phase-timeout 30m --timeout 60m
 //
-// The scale scenario (scale.go) runs in a world of its own instead of in
-// the modes: one flotilla-node serving --scale-partitions label partitions
-// of a member with --scale-nodes nodes, against the same flotilla-node
-// serving one partition.
+// Each scenario is a file of its own (scenario.go lists them): burst,
+// propagation, steady and noise by default, footprint10k (10,000 pods
+// forwarded at once) when asked for. The scale scenario (scale.go) runs in
+// a world of its own instead of in the modes: one flotilla-node serving
+// --scale-partitions label partitions of a member with --scale-nodes
+// nodes, against the same flotilla-node serving one partition.
 //
 // See BENCHMARKS.md for results and what bounds them.
 package main
@@ -97,7 +99,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.idleWindow, "idle-window", 15*time.Second, "how long flotilla-node is watched doing nothing, before the runs and with the burst's pods")
 	fs.DurationVar(&o.settle, "settle", 10*time.Second, "time after a burst phase completes during which trailing work (status, events) still counts towards its CPU and API requests")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase of a scenario")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole invocation")
+	fs.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole invocation (the default scenarios with --runs 3 take about half of it on an idle 2-CPU machine)")
 	fs.StringVar(&o.out, "out", "", "write the results as JSON to this file")
 	fs.StringVar(&o.keepDir, "keep-dir", "", "keep the worlds' files and logs under this directory (default: a temporary directory, removed unless a mode failed)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst (scale: during the idle window and the workload), to this directory")

@@ -31,8 +31,8 @@ type scenario interface {
 var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
-// otherwise.
-const defaultScenarios = "burst,propagation"
+// otherwise: all but footprint10k and scale, which take many minutes each.
+const defaultScenarios = "burst,propagation,steady,noise"
 
 // scaleScenario is the name of the scale scenario, which runs in a world of
 // its own (see scale.go).
