@@ -8,7 +8,7 @@
 // cluster runs on one CPU of its own (host and flotilla-node on CPU 0,
 // members on CPU 1), as separate machines would.
 //
-//	go run ./hack/bench --replicas 100 --runs 1     # a quick look
+//	go run ./hack/bench --replicas 100 --runs 1 --steady-duration 10s --noise-pods 100   # a quick look
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
 //	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
