@@ -213,7 +213,7 @@ func TestSelect(t *testing.T) {
 	if _, err := selectModes("karmada"); err == nil {
 		t.Error("want an error for an unknown mode")
 	}
-	if _, _, err := selectScenarios("burst,steady"); err == nil {
+	if _, _, err := selectScenarios("burst,stedy"); err == nil {
 		t.Error("want an error for an unknown scenario")
 	}
 	perMode, scale, err := selectScenarios("scale, burst")
@@ -227,7 +227,8 @@ func TestSelect(t *testing.T) {
 
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range [][]string{{"--replicas=0"}, {"--modes=foo"}, {"--scenarios=foo"}, {"--nope"},
-		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"}} {
+		{"--scale-partitions=0"}, {"--scale-partitions=10", "--scale-nodes=9"},
+		{"--noise-pods=0"}, {"--footprint-pods=0"}, {"--steady-rate=0"}, {"--steady-rate=1", "--steady-duration=100ms"}} {
 		if _, err := parseFlags(args); err == nil {
 			t.Errorf("parseFlags(%v): want an error", args)
 		}
@@ -236,8 +237,11 @@ func TestParseFlagsRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.replicas != 1000 || o.runs != 3 || o.clientQPS != 500 || o.clientBurst != 1000 || o.timeout != 30*time.Minute {
+	if o.replicas != 1000 || o.runs != 3 || o.clientQPS != 500 || o.clientBurst != 1000 || o.timeout != time.Hour {
 		t.Errorf("defaults = %+v", o)
+	}
+	if o.scenarios != "burst,propagation,steady,noise" || steadyPods(o) != 1200 || o.noisePods != 1000 || o.footprintPods != 10000 {
+		t.Errorf("scenario defaults = %+v", o)
 	}
 }
 

@@ -22,8 +22,9 @@ import (
 // members too. The footprint meter measures both phases.
 type burst struct{}
 
-func (burst) name() string      { return "burst" }
-func (burst) applies(mode) bool { return true }
+func (burst) name() string            { return "burst" }
+func (burst) applies(mode) bool       { return true }
+func (burst) peakPods(o *options) int { return o.replicas }
 
 func (burst) run(ctx context.Context, t *target, run int, s sample) error {
 	t.meter.reset()
@@ -103,6 +104,9 @@ func watchWorkload(ctx context.Context, t *target, name string) (user, members p
 type workloadHooks struct {
 	// shape changes the Deployment before it is created.
 	shape func(*appsv1.Deployment)
+	// started is called as soon as the Deployment is created, while its
+	// pods are starting: what runs alongside the workload starts here.
+	started func()
 	// ready checks the pods once all of them are Ready, where the user
 	// works and in the members, before the Deployment is scaled down.
 	ready func(user, members podWatches) error
@@ -137,6 +141,9 @@ func runDeployment(ctx context.Context, t *target, name string, replicas int, m 
 	t0 := time.Now()
 	if _, err := deployments.Create(phaseCtx, d, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("create deployment %s in %s: %w", name, t.user.Name, err)
+	}
+	if hooks.started != nil {
+		hooks.started()
 	}
 	if err := user.waitCount(phaseCtx, "Running and Ready", replicas, isReady); err != nil {
 		return nil, err

@@ -245,8 +245,9 @@ func (m *meter) report(s sample, pods int) {
 }
 
 // idle samples flotilla-node over a window in which nothing is asked of
-// it: CPU as millicores (summed over all flotilla-nodes), RSS (the largest
-// flotilla-node's) and the API requests per second all clusters serve.
+// it: CPU as millicores (summed over all flotilla-nodes), RSS at its end
+// (the largest flotilla-node's, and the sum) and the API requests per
+// second all clusters serve.
 func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s sample) error {
 	if m == nil || len(m.nodes) == 0 {
 		return nil
@@ -265,10 +266,11 @@ func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s
 		return err
 	}
 	elapsed := b.at.Sub(a.at).Seconds()
-	var cpu, rss float64
+	var cpu, rss, sum float64
 	for member, bs := range b.nodes {
 		cpu += bs.CPUSeconds - a.nodes[member].CPUSeconds
 		rss = max(rss, float64(bs.RSSBytes)/(1<<20))
+		sum += float64(bs.RSSBytes) / (1 << 20)
 	}
 	var requests float64
 	for role, rc := range b.requests {
@@ -284,6 +286,7 @@ func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s
 	}
 	s["footprint."+prefix+"_node_millicores"] = cpu / elapsed * 1000
 	s["footprint."+prefix+"_node_rss_mib"] = rss
+	s["footprint."+prefix+"_node_rss_sum_mib"] = sum
 	s["footprint."+prefix+"_api_requests_per_s"] = max(0, requests-float64(m.apiservers())) / elapsed
 	return nil
 }
@@ -296,21 +299,24 @@ func (m *meter) apiservers() int {
 	return n
 }
 
-// memory adds the largest flotilla-node's current and peak RSS to s.
+// memory adds the largest flotilla-node's current and peak RSS to s, and
+// the current RSS of all of them.
 func (m *meter) memory(prefix string, s sample) error {
 	if m == nil || len(m.nodes) == 0 {
 		return nil
 	}
-	var rss, hwm float64
+	var rss, sum, hwm float64
 	for member, pid := range m.nodes {
 		ps, err := readProc(pid)
 		if err != nil {
 			return fmt.Errorf("sample flotilla-node of %s: %w", member, err)
 		}
 		rss = max(rss, float64(ps.RSSBytes)/(1<<20))
+		sum += float64(ps.RSSBytes) / (1 << 20)
 		hwm = max(hwm, float64(ps.HWMBytes)/(1<<20))
 	}
 	s["footprint."+prefix+"_node_rss_mib"] = rss
+	s["footprint."+prefix+"_node_rss_sum_mib"] = sum
 	// The kernel updates VmHWM lazily, so it may trail an RSS read earlier.
 	s["footprint.node_peak_rss_mib"] = max(hwm, rss, s["footprint.node_peak_rss_mib"])
 	return nil

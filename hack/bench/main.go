@@ -8,15 +8,18 @@
 // cluster runs on one CPU of its own (host and flotilla-node on CPU 0,
 // members on CPU 1), as separate machines would.
 //
-//	go run ./hack/bench --replicas 100 --runs 1     # a quick look
+//	go run ./hack/bench --replicas 100 --runs 1 --steady-duration 10s --noise-pods 100   # a quick look
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
 //	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
+//	go run ./hack/bench --scenarios footprint10k --runs 1 --phase-timeout 30m --timeout 60m
 //
-// The scale scenario (scale.go) runs in a world of its own instead of in
-// the modes: one flotilla-node serving --scale-partitions label partitions
-// of a member with --scale-nodes nodes, against the same flotilla-node
-// serving one partition.
+// Each scenario is a file of its own (scenario.go lists them): burst,
+// propagation, steady and noise by default, footprint10k (10,000 pods
+// forwarded at once) when asked for. The scale scenario (scale.go) runs in
+// a world of its own instead of in the modes: one flotilla-node serving
+// --scale-partitions label partitions of a member with --scale-nodes
+// nodes, against the same flotilla-node serving one partition.
 //
 // See BENCHMARKS.md for results and what bounds them.
 package main
@@ -27,6 +30,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +55,10 @@ type options struct {
 	probePods       int
 	probeInterval   time.Duration
 	probeSettle     time.Duration
+	steadyRate      float64
+	steadyDuration  time.Duration
+	noisePods       int
+	footprintPods   int
 	idleWindow      time.Duration
 	settle          time.Duration
 	phaseTimeout    time.Duration
@@ -80,14 +88,18 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", "burst,propagation", "scenarios to run: burst and propagation in every mode (footprint is measured during burst); scale once, in a world of its own, after the modes")
+	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k (opt-in: minutes); scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
+	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "steady: pods created per second")
+	fs.DurationVar(&o.steadyDuration, "steady-duration", time.Minute, "steady: how long pods are created at --steady-rate")
+	fs.IntVar(&o.noisePods, "noise-pods", 1000, "noise: pods of the member's own Deployment, created and deleted alone and during a burst of --replicas")
+	fs.IntVar(&o.footprintPods, "footprint-pods", 10000, "footprint10k: pods forwarded at once (10000 needs a --phase-timeout and --timeout of about 30m and 60m)")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
 	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
 	fs.DurationVar(&o.idleWindow, "idle-window", 15*time.Second, "how long flotilla-node is watched doing nothing, before the runs and with the burst's pods")
 	fs.DurationVar(&o.settle, "settle", 10*time.Second, "time after a burst phase completes during which trailing work (status, events) still counts towards its CPU and API requests")
 	fs.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "bound on each phase of a scenario")
-	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound on the whole invocation")
+	fs.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole invocation (the default scenarios with --runs 3 take about half of it on an idle 2-CPU machine)")
 	fs.StringVar(&o.out, "out", "", "write the results as JSON to this file")
 	fs.StringVar(&o.keepDir, "keep-dir", "", "keep the worlds' files and logs under this directory (default: a temporary directory, removed unless a mode failed)")
 	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst (scale: during the idle window and the workload), to this directory")
@@ -105,8 +117,10 @@ func parseFlags(args []string) (*options, error) {
 	}
 	switch {
 	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1 ||
-		o.scalePartitions < 1 || o.scalePods < 1:
-		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --scale-partitions and --scale-pods must be at least 1")
+		o.noisePods < 1 || o.footprintPods < 1 || o.scalePartitions < 1 || o.scalePods < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --scale-partitions and --scale-pods must be at least 1")
+	case o.steadyRate <= 0 || o.steadyRate > 1000 || steadyPods(o) < 1:
+		return nil, errors.New("--steady-rate must be above 0 and at most 1000 a second, and times --steady-duration at least one pod")
 	case o.scaleNodes < o.scalePartitions:
 		return nil, errors.New("--scale-nodes must be at least --scale-partitions: every partition needs a node")
 	case o.pin && !pinnable():
@@ -164,8 +178,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	modes, _ := selectModes(o.modes)
 	scenarios, scale, _ := selectScenarios(o.scenarios)
+	selected, _ := selectModes(o.modes)
+	// A mode none of the scenarios applies to would only start a world.
+	modes := slices.DeleteFunc(selected, func(m mode) bool {
+		return !slices.ContainsFunc(scenarios, func(s scenario) bool { return s.applies(m) })
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	// Everything below honours ctx; this is the backstop for anything that
@@ -226,6 +244,8 @@ func run() error {
 			"nodesPerCluster": strconv.Itoa(o.nodesPerCluster), "clientQPS": fmt.Sprint(o.clientQPS),
 			"clientBurst": strconv.Itoa(o.clientBurst), "probePods": strconv.Itoa(o.probePods),
 			"probeInterval": o.probeInterval.String(), "probeSettle": o.probeSettle.String(), "idleWindow": o.idleWindow.String(), "settle": o.settle.String(),
+			"steadyRate": fmt.Sprint(o.steadyRate), "steadyDuration": o.steadyDuration.String(),
+			"noisePods": strconv.Itoa(o.noisePods), "footprintPods": strconv.Itoa(o.footprintPods),
 		},
 	}
 	if scale {
@@ -240,7 +260,7 @@ func run() error {
 		res.Modes = nil
 		logf("%s cores, load %s, scenario scale; files in %s", res.Placement, res.LoadBefore, dir)
 	} else {
-		logf("%s cores, load %s, modes %s, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, o.modes, o.scenarios, o.replicas, o.runs, dir)
+		logf("%s cores, load %s, modes %v, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, modes, o.scenarios, o.replicas, o.runs, dir)
 	}
 	for _, m := range modes {
 		mr, err := runMode(ctx, m, o, scenarios, bin, nodeBinary, filepath.Join(dir, string(m)), res.Placement, logf)
@@ -330,7 +350,11 @@ func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin 
 			}
 		}
 		mr.Runs = append(mr.Runs, s.clean())
-		logf("%s run %d: ready %.2fs (%.0f pods/s), deleted %.2fs", m, run, s["burst.ready_s"], s["burst.pods_per_s"], s["delete.gone_s"])
+		if _, ok := s["burst.ready_s"]; ok {
+			logf("%s run %d: ready %.2fs (%.0f pods/s), deleted %.2fs", m, run, s["burst.ready_s"], s["burst.pods_per_s"], s["delete.gone_s"])
+		} else {
+			logf("%s run %d done", m, run)
+		}
 	}
 	return mr, nil
 }

@@ -26,8 +26,9 @@ import (
 // Bare pods rather than a Deployment's: no controller replaces them.
 type propagation struct{}
 
-func (propagation) name() string        { return "propagation" }
-func (propagation) applies(m mode) bool { return m == modeFlotilla }
+func (propagation) name() string            { return "propagation" }
+func (propagation) applies(m mode) bool     { return m == modeFlotilla }
+func (propagation) peakPods(o *options) int { return o.probePods }
 
 func (propagation) run(ctx context.Context, t *target, run int, s sample) error {
 	name := "probe-" + strconv.Itoa(run)

@@ -70,6 +70,23 @@ var tableRows = []row{
 	{"propagation: delete host→member p50 (s)", "propagation.delete_p50_s", "%.3f", false},
 	{"propagation: delete host→member p99 (s)", "propagation.delete_p99_s", "%.3f", false},
 	{"propagation: host pod gone p99 (s)", "propagation.host_gone_p99_s", "%.3f", false},
+	{"steady: pods created", "steady.pods", "%.0f", false},
+	{"steady: creation rate achieved (pods/s)", "steady.rate_per_s", "%.1f", false},
+	{"steady: creation behind schedule at the end (s)", "steady.behind_s", "%.2f", false},
+	{"steady: creation, longest gap between creates (s)", "steady.create_gap_max_s", "%.2f", false},
+	{"steady: pod startup p50 (s)", "steady.startup_p50_s", "%.2f", true},
+	{"steady: pod startup p90 (s)", "steady.startup_p90_s", "%.2f", true},
+	{"steady: pod startup p99 (s)", "steady.startup_p99_s", "%.2f", true},
+	{"steady: status lag member→host p99 (s)", "steady.status_lag_p99_s", "%.3f", false},
+	{"noise: member's own pods Ready, alone (s)", "noise.alone_create_s", "%.2f", false},
+	{"noise: member's own pods Ready, during the burst (s)", "noise.during_burst_create_s", "%.2f", false},
+	{"noise: member's own pods create, during burst / alone", "noise.create_ratio", "%.2f", false},
+	{"noise: member's own pods delete, during burst / alone", "noise.delete_ratio", "%.2f", false},
+	{"noise: burst Ready, without noise (s)", "noise.burst_quiet_ready_s", "%.2f", false},
+	{"noise: burst Ready, with noise (s)", "noise.burst_noisy_ready_s", "%.2f", false},
+	{"noise: burst Ready, with / without noise", "noise.burst_ratio", "%.2f", false},
+	{"noise: virtual node status writes during the noise alone", "noise.alone_node_status_writes", "%.0f", false},
+	{"noise: flotilla-node CPU-s for the noise alone", "noise.alone_node_cpu_s", "%.2f", false},
 	{"api: writes per pod, all clusters", "api.writes_per_pod", "%.2f", true},
 	{"api: writes per pod, host", "api.host.writes_per_pod", "%.2f", false},
 	{"api: writes per pod, members", "api.member.writes_per_pod", "%.2f", false},
@@ -88,6 +105,15 @@ var tableRows = []row{
 	{"flotilla-node: peak RSS (MiB, largest)", "footprint.node_peak_rss_mib", "%.1f", false},
 	{"api: requests/s while idle, no pods", "footprint.idle_api_requests_per_s", "%.1f", false},
 	{"api: requests/s while idle, burst pods", "footprint.loaded_api_requests_per_s", "%.1f", false},
+	{"footprint10k: pods forwarded", footprint10kPrefix + "pods", "%.0f", false},
+	{"footprint10k: all pods Running+Ready (s)", footprint10kPrefix + "burst.ready_s", "%.1f", false},
+	{"footprint10k: flotilla-node RSS with the pods (MiB, largest)", footprint10kPrefix + "footprint.loaded_node_rss_mib", "%.1f", false},
+	{"footprint10k: flotilla-node RSS with the pods (MiB, sum)", footprint10kPrefix + "footprint.loaded_node_rss_sum_mib", "%.1f", false},
+	{"footprint10k: flotilla-node peak RSS (MiB, largest)", footprint10kPrefix + "footprint.node_peak_rss_mib", "%.1f", false},
+	{"footprint10k: flotilla-node idle CPU with the pods (millicores, sum)", footprint10kPrefix + "footprint.loaded_node_millicores", "%.1f", false},
+	{"footprint10k: flotilla-node CPU-s per 1000 pods, create", footprint10kPrefix + "footprint.node_cpu_create_per_1000_pods_s", "%.2f", false},
+	{"footprint10k: flotilla-node CPU-s per 1000 pods, delete", footprint10kPrefix + "footprint.node_cpu_delete_per_1000_pods_s", "%.2f", false},
+	{"footprint10k: all pods gone (s)", footprint10kPrefix + "delete.gone_s", "%.1f", false},
 }
 
 // finish computes medians, ratios and derived figures.
@@ -121,6 +147,15 @@ func (r *results) finish() {
 	if n, ok := r.median(modeNative)["api.writes_per_pod"]; ok {
 		if f, ok := fl["api.writes_per_pod"]; ok {
 			r.Derived["api.extra_writes_per_forwarded_pod_vs_native"] = f - n
+		}
+	}
+	// Issue 7's steady target is an absolute margin: flotilla's p99 startup
+	// at most 0.5 s above native's.
+	for _, base := range []mode{modeNative, modeDirect} {
+		if b, ok := r.median(base)["steady.startup_p99_s"]; ok {
+			if f, ok := fl["steady.startup_p99_s"]; ok {
+				r.Derived["steady.startup_p99_flotilla_minus_"+string(base)+"_s"] = f - b
+			}
 		}
 	}
 }

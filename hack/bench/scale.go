@@ -180,7 +180,7 @@ func runScale(ctx context.Context, o *options, bin testworld.Bin, nodeBinary, di
 	if sw.f, err = fleet.DeployOnly(ctx, w, nodeBinary, nil, nodeArgs...); err != nil {
 		return res, fmt.Errorf("grant flotilla its roles: %w", err)
 	}
-	if err := createBenchNamespace(ctx, w.Host()); err != nil {
+	if _, err := createNamespace(ctx, w.Host(), benchNamespace); err != nil {
 		return res, err
 	}
 	if sw.hb, err = watchHeartbeats(ctx, w.Host().Client(), partitions); err != nil {

@@ -11,20 +11,28 @@ import (
 // order, on the same prepared world, and the scenario adds its metrics to
 // the run's sample. Scenarios that need a world of their own shape run once
 // per invocation instead, after the modes: scale (scale.go, 50 partitions
-// over 500 nodes). Those that run alongside another (noise: member churn
-// during the burst) are meant to slot in here, with worldConfig and
-// runDeployment's workloadHooks growing the hooks they need.
+// over 500 nodes). A scenario that runs alongside another workload drives
+// it through runDeployment's workloadHooks (noise.go: a member's own churn
+// during a burst).
 type scenario interface {
 	name() string
 	// applies reports whether the scenario means anything in mode m.
 	applies(m mode) bool
+	// peakPods is the most pods the scenario has at once in one cluster,
+	// which every fake node must be able to hold (see nodeSpecs).
+	peakPods(o *options) int
 	// run measures once; run counts from 1.
 	run(ctx context.Context, t *target, run int, s sample) error
 }
 
-// allScenarios is every per-mode scenario in the order runs perform them.
-// The footprint (footprint.go) is measured during the burst.
-var allScenarios = []scenario{burst{}, propagation{}}
+// allScenarios is every per-mode scenario. The footprint (footprint.go) is
+// measured during the burst; footprint10k is the footprint with many more
+// pods, and takes minutes.
+var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}}
+
+// defaultScenarios are the scenarios an invocation runs unless told
+// otherwise: all but footprint10k and scale, which take many minutes each.
+const defaultScenarios = "burst,propagation,steady,noise"
 
 // scaleScenario is the name of the scale scenario, which runs in a world of
 // its own (see scale.go).
@@ -55,6 +63,18 @@ func selectScenarios(list string) ([]scenario, bool, error) {
 		out = append(out, s)
 	}
 	return out, scale, nil
+}
+
+// peakPods is the most pods any scenario of --scenarios has at once in one
+// cluster; --scenarios must be valid. (nodeSpecs leaves room for the
+// warm-up's few.)
+func peakPods(o *options) int {
+	scenarios, _, _ := selectScenarios(o.scenarios)
+	n := 0
+	for _, s := range scenarios {
+		n = max(n, s.peakPods(o))
+	}
+	return n
 }
 
 // selectModes returns the modes named in a comma-separated list, in the

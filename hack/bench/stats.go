@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -67,4 +68,14 @@ func latencies(start, end map[string]time.Time) []float64 {
 		}
 	}
 	return out
+}
+
+// addPercentiles records the given nearest-rank percentiles of vs, in
+// seconds, as <prefix>_p<p>_s, and how many values there were as
+// <prefix>_count; percentiles of no values are NaN, which the sample drops.
+func addPercentiles(s sample, prefix string, vs []float64, ps ...float64) {
+	for _, p := range ps {
+		s[prefix+"_p"+strconv.FormatFloat(p, 'f', -1, 64)+"_s"] = percentile(vs, p)
+	}
+	s[prefix+"_count"] = float64(len(vs))
 }

@@ -64,15 +64,15 @@ type target struct {
 }
 
 // nodeSpecs returns count fake nodes named prefix-1..count, each able to
-// hold every pod of a run by itself, so that capacity never decides a
-// result.
-func nodeSpecs(prefix string, count, replicas int) []testworld.NodeSpec {
-	pods := resource.MustParse(strconv.Itoa(max(110, replicas+100)))
+// hold every pod of a run by itself (pods at once, and some), so that
+// capacity never decides a result.
+func nodeSpecs(prefix string, count, pods int) []testworld.NodeSpec {
+	allocatable := resource.MustParse(strconv.Itoa(max(110, pods+100)))
 	specs := make([]testworld.NodeSpec, count)
 	for i := range specs {
 		specs[i] = testworld.NodeSpec{
 			Name:        fmt.Sprintf("%s-%d", prefix, i+1),
-			Allocatable: corev1.ResourceList{corev1.ResourcePods: pods},
+			Allocatable: corev1.ResourceList{corev1.ResourcePods: allocatable},
 		}
 	}
 	return specs
@@ -85,15 +85,16 @@ func worldConfig(m mode, o *options, bin testworld.Bin, dir string, logf func(st
 		Dir: dir, Bin: &bin, Logf: logf,
 		ClientQPS: o.clientQPS, ClientBurst: o.clientBurst,
 	}
+	pods := peakPods(o)
 	switch m {
 	case modeNative:
-		cfg.HostNodes = nodeSpecs("host-node", o.members*o.nodesPerCluster, o.replicas)
+		cfg.HostNodes = nodeSpecs("host-node", o.members*o.nodesPerCluster, pods)
 	case modeDirect:
-		cfg.Members = []testworld.ClusterConfig{{Name: "member-1", Nodes: nodeSpecs("member-1-node", o.nodesPerCluster, o.replicas)}}
+		cfg.Members = []testworld.ClusterConfig{{Name: "member-1", Nodes: nodeSpecs("member-1-node", o.nodesPerCluster, pods)}}
 	case modeFlotilla:
 		for i := range o.members {
 			name := fmt.Sprintf("member-%d", i+1)
-			cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: nodeSpecs(name+"-node", o.nodesPerCluster, o.replicas)})
+			cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: nodeSpecs(name+"-node", o.nodesPerCluster, pods)})
 		}
 	}
 	return cfg
@@ -212,7 +213,7 @@ func (t *target) pin() error {
 // runs a small Deployment to Ready and back to zero so that every cluster
 // involved has served the namespace once.
 func (t *target) prepareNamespace(ctx context.Context) error {
-	if err := createBenchNamespace(ctx, t.user); err != nil {
+	if _, err := createNamespace(ctx, t.user, benchNamespace); err != nil {
 		return err
 	}
 	replicas := max(len(t.members), 1) * 2
@@ -222,22 +223,23 @@ func (t *target) prepareNamespace(ctx context.Context) error {
 	return nil
 }
 
-// createBenchNamespace creates the bench namespace in c and waits for its
-// ServiceAccount.
-func createBenchNamespace(ctx context.Context, c *testworld.Cluster) error {
+// createNamespace creates namespace ns in c unless it exists and waits for
+// its ServiceAccount. It reports whether it created the namespace.
+func createNamespace(ctx context.Context, c *testworld.Cluster, ns string) (bool, error) {
 	client := c.Client()
-	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}, metav1.CreateOptions{})
+	_, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	created := err == nil
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s in %s: %w", benchNamespace, c.Name, err)
+		return false, fmt.Errorf("create namespace %s in %s: %w", ns, c.Name, err)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().ServiceAccounts(benchNamespace).Get(ctx, "default", metav1.GetOptions{})
+		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("wait for the default ServiceAccount of %s in %s: %w", benchNamespace, c.Name, err)
+		return created, fmt.Errorf("wait for the default ServiceAccount of %s in %s: %w", ns, c.Name, err)
 	}
-	return nil
+	return created, nil
 }
 
 // benchDir returns a fresh directory for one invocation's worlds and

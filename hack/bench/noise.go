@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"flotilla.io/flotilla/internal/testworld"
+)
+
+// noise checks issue 7's claim that a member's own workload and flotilla's
+// do not slow each other down. The noise is a Deployment of --noise-pods
+// pods of the member's own (member-1, namespace bench-noise: no host
+// namespace maps to it, so flotilla forwards nothing there and sees these
+// pods only as capacity that others use), created until all are Running and
+// Ready, then scaled to zero until all are gone. Each run measures, in this
+// order:
+//
+//  1. the noise alone, nothing else running: the member's own create and
+//     delete times; in flotilla mode also flotilla-node's CPU seconds and
+//     the virtual node status writes to the host meanwhile;
+//  2. a burst Deployment of --replicas where the user works, without noise;
+//  3. the same burst again, the noise starting as its Deployment is
+//     created, and the noise's own times while the burst runs.
+//
+// and reports within the run noise during the burst / noise alone and
+// burst with noise / burst without (medians over runs of these ratios).
+//
+// The burst without noise is run here rather than taken from the burst
+// scenario of the same run, so that the two bursts run back to back and
+// alike (neither metered; between the burst scenario and this one other
+// scenarios run), and so that noise needs no other scenario selected. It
+// costs one more unmetered burst per run.
+//
+// Direct mode runs the same scenario with the burst created in member-1
+// itself: how much a burst of the same size slows a member's own pods, and
+// they it, without flotilla — the baseline for flotilla mode, where a third
+// of the burst reaches member-1. On shared cores every cluster competes for
+// the same CPUs, so a ratio above 1 there does not by itself blame flotilla.
+type noise struct{}
+
+func (noise) name() string            { return "noise" }
+func (noise) applies(m mode) bool     { return m == modeDirect || m == modeFlotilla }
+func (noise) peakPods(o *options) int { return o.replicas + o.noisePods }
+
+// noiseNamespace holds the member's own pods.
+const noiseNamespace = "bench-noise"
+
+// noiseWarmup is the size of the Deployment that gives the noise namespace
+// its first use, so that the first run does not pay for it.
+const noiseWarmup = 2
+
+// noiseCluster is the member whose own pods the noise is.
+func noiseCluster(t *target) *testworld.Cluster {
+	if len(t.members) > 0 {
+		return t.members[0]
+	}
+	return t.user
+}
+
+func (noise) run(ctx context.Context, t *target, run int, s sample) error {
+	c := noiseCluster(t)
+	count := t.opts.noisePods
+	created, err := createNamespace(ctx, c, noiseNamespace)
+	if err != nil {
+		return err
+	}
+	if created {
+		if _, _, err := noiseCycle(ctx, t, c, "noise-warmup", noiseWarmup); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	r := strconv.Itoa(run)
+
+	// 1. The noise alone.
+	var m *meter
+	if t.mode == modeFlotilla {
+		m = newMeter(t)
+		if err := m.start(ctx); err != nil {
+			return err
+		}
+	}
+	aloneCreate, aloneDelete, err := noiseCycle(ctx, t, c, "noise-alone-"+r, count)
+	if err != nil {
+		return fmt.Errorf("noise alone: %w", err)
+	}
+	if m != nil {
+		if err := m.stop(ctx, "noise"); err != nil {
+			return err
+		}
+		// What the member's own pods make flotilla-node write to the host
+		// is the virtual node's status (capacity others use); its other
+		// host writes in the window (lease renewals, events it is still
+		// mirroring for the previous scenario's pods) are kept apart.
+		host := m.requests[roleHost]
+		s["noise.alone_host_writes"] = host.byClass()[classWrite]
+		s["noise.alone_node_status_writes"] = host["PATCH nodes/status"] + host["PUT nodes/status"]
+		for k, v := range host {
+			s["noise_detail.alone.host."+k] = v
+		}
+		s["noise.alone_node_cpu_s"] = m.cpu["flotilla-node"]
+	}
+	s["noise.alone_create_s"] = seconds(aloneCreate)
+	s["noise.alone_delete_s"] = seconds(aloneDelete)
+
+	// 2. The burst without noise.
+	quiet, err := runDeployment(ctx, t, "noise-quiet-"+r, t.opts.replicas, nil, workloadHooks{})
+	if err != nil {
+		return fmt.Errorf("burst without noise: %w", err)
+	}
+
+	// 3. The burst with noise.
+	type cycle struct {
+		create, del time.Duration
+		err         error
+	}
+	noiseCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var done chan cycle
+	loud, err := runDeployment(ctx, t, "noise-loud-"+r, t.opts.replicas, nil, workloadHooks{started: func() {
+		done = make(chan cycle, 1)
+		go func() {
+			create, del, err := noiseCycle(noiseCtx, t, c, "noise-during-"+r, count)
+			done <- cycle{create, del, err}
+		}()
+	}})
+	if err != nil {
+		cancel()
+		if done != nil {
+			<-done
+		}
+		return fmt.Errorf("burst with noise: %w", err)
+	}
+	during := <-done // noiseCycle is bounded by --phase-timeout
+	if during.err != nil {
+		return fmt.Errorf("noise during the burst: %w", during.err)
+	}
+	s["noise.during_burst_create_s"] = seconds(during.create)
+	s["noise.during_burst_delete_s"] = seconds(during.del)
+	s["noise.burst_quiet_ready_s"] = quiet["burst.ready_s"]
+	s["noise.burst_noisy_ready_s"] = loud["burst.ready_s"]
+	s["noise.burst_quiet_gone_s"] = quiet["delete.gone_s"]
+	s["noise.burst_noisy_gone_s"] = loud["delete.gone_s"]
+	addRatio(s, "noise.create_ratio", s["noise.during_burst_create_s"], s["noise.alone_create_s"])
+	addRatio(s, "noise.delete_ratio", s["noise.during_burst_delete_s"], s["noise.alone_delete_s"])
+	addRatio(s, "noise.burst_ratio", s["noise.burst_noisy_ready_s"], s["noise.burst_quiet_ready_s"])
+	addRatio(s, "noise.burst_gone_ratio", s["noise.burst_noisy_gone_s"], s["noise.burst_quiet_gone_s"])
+	t.logf("%s run %d: noise of %d pods: alone %.2fs/%.2fs, during the burst %.2fs/%.2fs (create/delete); burst %.2fs without, %.2fs with",
+		t.mode, run, count, s["noise.alone_create_s"], s["noise.alone_delete_s"], s["noise.during_burst_create_s"],
+		s["noise.during_burst_delete_s"], s["noise.burst_quiet_ready_s"], s["noise.burst_noisy_ready_s"])
+	return nil
+}
+
+// addRatio records num/den as key unless den is zero.
+func addRatio(s sample, key string, num, den float64) {
+	if den != 0 {
+		s[key] = num / den
+	}
+}
+
+// noiseCycle creates a Deployment of count pods in c's noise namespace and
+// waits until all are Running and Ready, then scales it to zero and waits
+// until all are gone, all within --phase-timeout, and returns how long each
+// took as a watch in c saw it.
+func noiseCycle(ctx context.Context, t *target, c *testworld.Cluster, name string, count int) (create, del time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, t.opts.phaseTimeout)
+	defer cancel()
+	w, err := watchPods(ctx, c.Client(), c.Name, noiseNamespace, "app="+name, newNotifier(), time.Now)
+	if err != nil {
+		return 0, 0, err
+	}
+	pods := podWatches{w}
+	defer pods.Stop()
+	deployments := c.Client().AppsV1().Deployments(noiseNamespace)
+	defer func() {
+		// Clean up even after a failure; the pods are gone already on success.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = deployments.Delete(ctx, name, metav1.DeleteOptions{})
+	}()
+	d := deployment(name, count)
+	d.Namespace = noiseNamespace
+	t0 := time.Now()
+	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return 0, 0, fmt.Errorf("create deployment %s/%s in %s: %w", noiseNamespace, name, c.Name, err)
+	}
+	if err := pods.waitCount(ctx, "Running and Ready", count, isReady); err != nil {
+		return 0, 0, err
+	}
+	create = pods.latest(readyAt).Sub(t0)
+	t1 := time.Now()
+	scale := []byte(`{"spec":{"replicas":0}}`)
+	if _, err := deployments.Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		return create, 0, fmt.Errorf("scale deployment %s/%s in %s to 0: %w", noiseNamespace, name, c.Name, err)
+	}
+	if err := pods.waitCount(ctx, "gone", count, isGone); err != nil {
+		return create, 0, err
+	}
+	return create, pods.latest(goneAt).Sub(t1), nil
+}
