@@ -1023,8 +1023,6 @@ func (d *dependencies) reportMissing(ctx context.Context, host *corev1.Pod, miss
 	log.G(ctx).WithField("pod", host.Namespace+"/"+host.Name).WithField("missing", names).
 		Info("pod waits for missing dependencies")
 	if status := waitingStatus(host, missing); !equality.Semantic.DeepEqual(status, host.Status) {
-		out := host.DeepCopy()
-		out.Status = status
-		d.p.notify(out)
+		d.p.notify(statusUpdate(host, status))
 	}
 }
