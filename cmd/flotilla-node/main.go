@@ -191,7 +191,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if memberErrors != nil {
+	if reg != nil {
 		telemetry.CountAPIErrors(memberCfg, memberErrors)
 		telemetry.CountAPIRequests(hostCfg, requests, "host")
 		telemetry.CountAPIRequests(memberCfg, requests, "member")

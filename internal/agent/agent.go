@@ -382,23 +382,24 @@ var providerSuccess = map[string]bool{
 	"ProviderCreateSuccess": true, "ProviderUpdateSuccess": true, "ProviderDeleteSuccess": true,
 }
 
+func quiet(eventType, reason string) bool {
+	return eventType == corev1.EventTypeNormal && providerSuccess[reason]
+}
+
 func (q quietSuccess) Event(obj runtime.Object, eventType, reason, message string) {
-	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
-		return
+	if !quiet(eventType, reason) {
+		q.EventRecorder.Event(obj, eventType, reason, message)
 	}
-	q.EventRecorder.Event(obj, eventType, reason, message)
 }
 
 func (q quietSuccess) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
-	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
-		return
+	if !quiet(eventType, reason) {
+		q.EventRecorder.Eventf(obj, eventType, reason, messageFmt, args...)
 	}
-	q.EventRecorder.Eventf(obj, eventType, reason, messageFmt, args...)
 }
 
 func (q quietSuccess) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, messageFmt string, args ...any) {
-	if eventType == corev1.EventTypeNormal && providerSuccess[reason] {
-		return
+	if !quiet(eventType, reason) {
+		q.EventRecorder.AnnotatedEventf(obj, annotations, eventType, reason, messageFmt, args...)
 	}
-	q.EventRecorder.AnnotatedEventf(obj, annotations, eventType, reason, messageFmt, args...)
 }
