@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,46 +202,50 @@ func (r *Rotator) sync(ctx context.Context) (time.Time, error) {
 // configurations to bundle, updating a configuration only when one differs.
 func (r *Rotator) inject(ctx context.Context, bundle []byte) error {
 	ar := r.cfg.Client.AdmissionregistrationV1()
-	for _, name := range r.cfg.MutatingWebhookConfigurations {
-		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			c, err := ar.MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			changed := false
+	m, v := ar.MutatingWebhookConfigurations(), ar.ValidatingWebhookConfigurations()
+	if err := injectInto(ctx, "MutatingWebhookConfiguration", r.cfg.MutatingWebhookConfigurations, bundle, m.Get, m.Update,
+		func(c *admissionregistrationv1.MutatingWebhookConfiguration) (out []*admissionregistrationv1.WebhookClientConfig) {
 			for i := range c.Webhooks {
-				if !bytes.Equal(c.Webhooks[i].ClientConfig.CABundle, bundle) {
-					c.Webhooks[i].ClientConfig.CABundle, changed = bundle, true
-				}
+				out = append(out, &c.Webhooks[i].ClientConfig)
 			}
-			if !changed {
-				return nil
-			}
-			_, err = ar.MutatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
-			return err
+			return out
 		}); err != nil {
-			return fmt.Errorf("CA bundle of MutatingWebhookConfiguration %s: %w", name, err)
-		}
+		return err
 	}
-	for _, name := range r.cfg.ValidatingWebhookConfigurations {
+	return injectInto(ctx, "ValidatingWebhookConfiguration", r.cfg.ValidatingWebhookConfigurations, bundle, v.Get, v.Update,
+		func(c *admissionregistrationv1.ValidatingWebhookConfiguration) (out []*admissionregistrationv1.WebhookClientConfig) {
+			for i := range c.Webhooks {
+				out = append(out, &c.Webhooks[i].ClientConfig)
+			}
+			return out
+		})
+}
+
+// injectInto sets bundle in the client configs of each named webhook
+// configuration of one kind, read with get and written with update.
+func injectInto[T any](ctx context.Context, kind string, names []string, bundle []byte,
+	get func(context.Context, string, metav1.GetOptions) (T, error),
+	update func(context.Context, T, metav1.UpdateOptions) (T, error),
+	clientConfigs func(T) []*admissionregistrationv1.WebhookClientConfig) error {
+	for _, name := range names {
 		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			c, err := ar.ValidatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
+			c, err := get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			changed := false
-			for i := range c.Webhooks {
-				if !bytes.Equal(c.Webhooks[i].ClientConfig.CABundle, bundle) {
-					c.Webhooks[i].ClientConfig.CABundle, changed = bundle, true
+			for _, cc := range clientConfigs(c) {
+				if !bytes.Equal(cc.CABundle, bundle) {
+					cc.CABundle, changed = bundle, true
 				}
 			}
 			if !changed {
 				return nil
 			}
-			_, err = ar.ValidatingWebhookConfigurations().Update(ctx, c, metav1.UpdateOptions{})
+			_, err = update(ctx, c, metav1.UpdateOptions{})
 			return err
 		}); err != nil {
-			return fmt.Errorf("CA bundle of ValidatingWebhookConfiguration %s: %w", name, err)
+			return fmt.Errorf("CA bundle of %s %s: %w", kind, name, err)
 		}
 	}
 	return nil
