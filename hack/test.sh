@@ -23,7 +23,7 @@ go vet ./...
 # Deepcopy functions and CRDs must be what the API types' markers generate.
 bash hack/verify-codegen.sh
 bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
-# One package at a time: the test world of internal/testworld and the e2e
+# One package at a time: the test world of test/testworld and the e2e
 # world would otherwise run side by side on two cores and, together, come
 # close to the default limit of 128 inotify instances per user.
 go test -p 1 -count=1 -timeout 45m ./...

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // The footprint scenario: what flotilla-node and the control planes spend.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // machine describes where the numbers were taken.

@@ -37,8 +37,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // options are the command-line flags.

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
 )

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // mode is one way of running the same workload.

@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // longrunningMetric is the apiserver gauge of open long-running requests by

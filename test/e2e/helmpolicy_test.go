@@ -18,9 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
-	"flotilla.io/flotilla/internal/tools"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
+	"flotilla.io/flotilla/test/tools"
 	"flotilla.io/flotilla/policyctl"
 )
 

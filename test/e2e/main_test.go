@@ -15,9 +15,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
-	"flotilla.io/flotilla/internal/tools"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
+	"flotilla.io/flotilla/test/tools"
 )
 
 // members are the member clusters every test can use; each has two kwok nodes.
@@ -36,6 +36,12 @@ var topology = map[string]struct{ region, zone, provider string }{
 var env *fleet.Fleet
 
 func TestMain(m *testing.M) {
+	// -short is the unit run: no root, no built binaries, no network namespace.
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		os.Exit(0)
+	}
 	// Build (or find cached) binaries and tools (helm) before entering the
 	// private network namespace: inside it the module proxy is out of reach.
 	if !testworld.InNetns() {
@@ -52,11 +58,6 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e: skipped in -short mode")
-		return 0
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Printf("e2e: "+format+"\n", args...) }

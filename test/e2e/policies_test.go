@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/internal/fleet"
+	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/policyctl"
 )
 

@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/internal/fleet"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // electedLog is what a flotilla-policy replica logs when it wins the Lease.

@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"flotilla.io/flotilla/internal/fleet"
+	"flotilla.io/flotilla/test/fleet"
 )
 
 // TestNodeWritesOwnNodesOnly: with the credentials flotilla-node holds in

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // buildScript is the script, relative to the repository root, that builds

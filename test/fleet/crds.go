@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"flotilla.io/flotilla/config/crd"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // installCRDs creates the policy API's CRDs in the host and waits until

@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/policyctl"
 )
 

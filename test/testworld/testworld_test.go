@@ -2,6 +2,7 @@ package testworld_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -15,10 +16,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 )
 
-func TestMain(m *testing.M) { os.Exit(testworld.RunInNetns(m.Run)) }
+func TestMain(m *testing.M) {
+	// -short is the unit run: these tests need root and built binaries.
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("testworld: skipped in -short mode")
+		os.Exit(0)
+	}
+	os.Exit(testworld.RunInNetns(m.Run))
+}
 
 // binaries builds or finds the binaries once per test, outside the timing
 // of the start itself.

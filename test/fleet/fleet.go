@@ -26,7 +26,7 @@ import (
 
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/nodeconfig"
-	"flotilla.io/flotilla/internal/testworld"
+	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
