@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -67,7 +68,7 @@ func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev
 		}
 	}
 	for _, p := range pods {
-		if !eligible[p.Spec.NodeName] || forwarded(p) || terminal(p) {
+		if !eligible[p.Spec.NodeName] || forwarded(p) || podstate.Terminal(p) {
 			continue
 		}
 		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
@@ -87,8 +88,4 @@ func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev
 		}
 	}
 	return total
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }

@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
@@ -24,7 +25,7 @@ func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID) []propa
 	used := map[string]corev1.ResourceList{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || terminal(p) || (own != "" && types.UID(p.Annotations[TemplateAnnotation]) == own) {
+		if p.Spec.NodeName == "" || podstate.Leaving(p) || (own != "" && types.UID(p.Annotations[TemplateAnnotation]) == own) {
 			continue
 		}
 		r := used[p.Spec.NodeName]
@@ -40,7 +41,7 @@ func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID) []propa
 		if !isVirtualNode(n) {
 			continue
 		}
-		c := propagation.Cluster{Name: n.Name, Labels: n.Labels, Ready: nodeReady(n) && !n.Spec.Unschedulable, Available: corev1.ResourceList{}}
+		c := propagation.Cluster{Name: n.Name, Labels: n.Labels, Ready: podstate.NodeReady(n) && !n.Spec.Unschedulable, Available: corev1.ResourceList{}}
 		for _, t := range n.Spec.Taints {
 			if t.Key != wellknown.ProviderTaintKey {
 				c.Taints = append(c.Taints, t)
@@ -75,17 +76,4 @@ func addResources(into, r corev1.ResourceList) {
 		sum.Add(q)
 		into[name] = sum
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -54,7 +55,7 @@ func nextMove(d propagation.Decision, replicas int32, pods []*corev1.Pod) *move 
 			return &move{pod: p, from: c, why: "cluster " + c + " is no longer chosen"}
 		}
 		counts[c]++
-		if podReady(p) {
+		if podstate.Ready(p) {
 			ready++
 		}
 	}
@@ -100,15 +101,6 @@ func clusterOf(p *corev1.Pod) string {
 func deletionCost(p *corev1.Pod) int64 {
 	v, _ := strconv.ParseInt(p.Annotations[DeletionCostAnnotation], 10, 32)
 	return v
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // rebalancer evicts at most one pod per template per interval.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -146,7 +147,7 @@ func (p *placer) liveCounts(ctx context.Context, tpl Template) (map[string]int32
 	counts, seen := map[string]int32{}, map[string]bool{}
 	for _, pod := range pods {
 		seen[pod.Annotations[AssignmentAnnotation]] = true
-		if terminal(pod) {
+		if podstate.Leaving(pod) {
 			continue
 		}
 		if c := pod.Annotations[ClusterAnnotation]; c != "" {
@@ -177,7 +178,7 @@ func decisionKey(c candidate, replicas int32, request corev1.ResourceList, nodes
 			continue
 		}
 		var s strings.Builder
-		fmt.Fprintf(&s, "|%s %t %t", n.Name, nodeReady(n), n.Spec.Unschedulable)
+		fmt.Fprintf(&s, "|%s %t %t", n.Name, podstate.NodeReady(n), n.Spec.Unschedulable)
 		keys := make([]string, 0, len(n.Labels))
 		for k := range n.Labels {
 			keys = append(keys, k)
@@ -214,7 +215,7 @@ func templatePods(ctx context.Context, r client.Reader, tpl Template) ([]*corev1
 func livePods(pods []*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range pods {
-		if !terminal(p) {
+		if !podstate.Leaving(p) {
 			out = append(out, p)
 		}
 	}

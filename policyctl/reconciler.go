@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -207,7 +208,7 @@ func (r *policyReconciler) recreateUnplaced(ctx context.Context, tpl Template) e
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName != "" || terminal(p) || p.Annotations[TemplateAnnotation] != "" {
+		if p.Spec.NodeName != "" || podstate.Leaving(p) || p.Annotations[TemplateAnnotation] != "" {
 			continue
 		}
 		owner, err := TemplateOf(ctx, r.client, p)

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -704,7 +705,7 @@ func newDependencies(p *Provider) (*dependencies, error) {
 			UpdateFunc: func(old, cur any) {
 				o, ok1 := old.(*corev1.Pod)
 				c, ok2 := cur.(*corev1.Pod)
-				if ok1 && ok2 && !terminal(o) && terminal(c) {
+				if ok1 && ok2 && !podstate.Terminal(o) && podstate.Terminal(c) {
 					d.enqueuePodDependencies(c)
 				}
 			},
@@ -767,7 +768,7 @@ func dependencyKey(kind, hostNS, name string) string { return kind + "/" + hostN
 // indexMemberPod indexes a live member pod of this node by the objects it uses.
 func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !d.p.ours(pod) || terminal(pod) {
+	if !ok || !d.p.ours(pod) || podstate.Terminal(pod) {
 		return nil, nil
 	}
 	deps := podDependencies(&pod.Spec, nil)
@@ -854,7 +855,7 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 	memberNS := d.p.target(hostNS).Namespace
 	var out []*corev1.Pod
 	for _, pod := range pods {
-		if pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || terminal(pod) {
+		if pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
 			continue
 		}
 		if m, err := d.p.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -378,7 +379,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	switch {
 	case member != nil:
 		p.seen.Store(host.UID, struct{}{})
-		if terminal(host) {
+		if podstate.Terminal(host) {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
@@ -394,7 +395,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		p.seen.Delete(host.UID)
 		p.cfg.Metrics.statusUnchanged(key)
 		return p.deleteHostPod(ctx, host)
-	case terminal(host):
+	case podstate.Terminal(host):
 		p.seen.Delete(host.UID)
 		p.cfg.Metrics.statusUnchanged(key)
 	default:
@@ -438,10 +439,6 @@ func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
 	}
 	log.G(ctx).WithField("pod", m.Namespace+"/"+m.Name).Info("deleted member pod whose host pod is gone")
 	return nil
-}
-
-func terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
@@ -497,7 +494,7 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 	if err != nil {
 		return err
 	}
-	if host.DeletionTimestamp != nil || terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
+	if host.DeletionTimestamp != nil || podstate.Terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
 		return nil
 	}
 	err = p.forward(ctx, host.DeepCopy())

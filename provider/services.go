@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -96,7 +97,7 @@ func (m *serviceMirror) wanted(svc *corev1.Service) (bool, error) {
 		return false, err
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName == m.p.cfg.NodeName && p.DeletionTimestamp == nil && !terminal(p) {
+		if p.Spec.NodeName == m.p.cfg.NodeName && p.DeletionTimestamp == nil && !podstate.Terminal(p) {
 			return true, nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -90,7 +91,7 @@ func (m *Metrics) retrying(node string) {
 
 // hostPodSeen starts the create latency clock of a host pod.
 func (m *Metrics) hostPodSeen(pod *corev1.Pod) {
-	if m == nil || pod.DeletionTimestamp != nil || terminal(pod) {
+	if m == nil || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
 		return
 	}
 	m.hostSeen.LoadOrStore(pod.UID, m.clock.Now())
@@ -213,7 +214,7 @@ func (p *Provider) Backlog() int {
 	}
 	n := 0
 	for _, h := range hosts {
-		if h.DeletionTimestamp == nil && !terminal(h) && h.Spec.NodeName == p.cfg.NodeName && !p.forwarded(h) {
+		if h.DeletionTimestamp == nil && !podstate.Terminal(h) && h.Spec.NodeName == p.cfg.NodeName && !p.forwarded(h) {
 			n++
 		}
 	}

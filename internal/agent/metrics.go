@@ -3,6 +3,8 @@ package agent
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+
+	"flotilla.io/flotilla/internal/podstate"
 )
 
 var (
@@ -28,16 +30,14 @@ func (g nodeGauges) Describe(ch chan<- *prometheus.Desc) {
 func (g nodeGauges) Collect(ch chan<- prometheus.Metric) {
 	for _, vn := range g {
 		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(vn.pods.ForwardedPods()), vn.vc.Name)
-		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready(vn.nodes.Node()), vn.vc.Name)
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, nodeReadyValue(vn.nodes.Node()), vn.vc.Name)
 		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(vn.pods.Backlog()), vn.vc.Name)
 	}
 }
 
-func ready(n *corev1.Node) float64 {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return 1
-		}
+func nodeReadyValue(n *corev1.Node) float64 {
+	if podstate.NodeReady(n) {
+		return 1
 	}
 	return 0
 }
