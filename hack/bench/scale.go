@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
-	"flotilla.io/flotilla/test/fleet"
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/test/fleet"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // The scale scenario (issue 7's scenario 5, issue 4's last requirement):

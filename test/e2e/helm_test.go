@@ -27,11 +27,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/test/tools"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // chartDir is the flotilla-node chart, relative to the repository root.

@@ -18,10 +18,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/test/tools"
-	"flotilla.io/flotilla/policyctl"
 )
 
 // policyCRDs are the CRDs of the flotilla-policy chart's crds/.

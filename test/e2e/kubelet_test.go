@@ -31,8 +31,8 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // These tests use the kubelet API of virtual nodes the way users do, through

@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/policyctl"
+	"flotilla.io/flotilla/test/fleet"
 )
 
 var (

@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // TestVirtualNodes checks that each member appears as a virtual node with

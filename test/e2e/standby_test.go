@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // TestStandbyTakeover runs an active/standby pair of flotilla-nodes for one

@@ -26,8 +26,8 @@ import (
 
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/nodeconfig"
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // Prepare builds what a fleet needs while the network is still reachable —

@@ -19,8 +19,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/policyctl"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 // PolicyIdentity is the user flotilla-policy acts as in the host.
