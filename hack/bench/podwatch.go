@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/internal/podstate"
 )
 
 // podTimes records when the bench first saw a pod in each state.
@@ -135,15 +137,7 @@ func (w *podWatch) observe(obj any, deleted bool) {
 // runningReady is what "the pod is up" means to a user: phase Running and
 // condition Ready=True.
 func runningReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return p.Status.Phase == corev1.PodRunning && podstate.Ready(p)
 }
 
 // podWatches are watches sharing one notifier, typically of the same

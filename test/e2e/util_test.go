@@ -15,6 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+
+	"flotilla.io/flotilla/internal/podstate"
 )
 
 func hostClient() kubernetes.Interface { return env.World.Host().Client() }
@@ -88,15 +90,7 @@ func deployment(ns, name string, replicas int32) *appsv1.Deployment {
 }
 
 func podReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return p.Status.Phase == corev1.PodRunning && podstate.Ready(p)
 }
 
 // memberPodOf returns the member pod forwarded from a host pod, or nil.
