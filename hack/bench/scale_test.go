@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
 	"flotilla.io/flotilla/internal/nodeconfig"
 )
 
@@ -83,7 +84,7 @@ func TestPartitions(t *testing.T) {
 		t.Fatalf("flotilla-node would reject the NodeConfig: %v\n%s", err, b)
 	}
 	nodeconfig.Default(cfg, scaleMember, 10250)
-	if errs := nodeconfig.Validate(cfg); len(errs) > 0 {
+	if errs := validation.ValidateNodeConfig(cfg); len(errs) > 0 {
 		t.Fatalf("invalid NodeConfig: %v\n%s", errs, b)
 	}
 	vc := cfg.VirtualClusters[1]

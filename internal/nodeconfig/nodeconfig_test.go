@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
 )
 
 const header = "apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\n"
@@ -51,7 +52,7 @@ func TestParseAndValidate(t *testing.T) {
 			cfg, err := Parse([]byte(tc.yaml))
 			if err == nil {
 				Default(cfg, "member", 10250)
-				err = Validate(cfg).ToAggregate()
+				err = validation.ValidateNodeConfig(cfg).ToAggregate()
 			}
 			if len(tc.wantErr) == 0 {
 				if err != nil {

@@ -26,6 +26,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -232,7 +233,7 @@ func checkRelease(t *testing.T, ns string, r release, fleetRole *rbacv1.ClusterR
 		t.Fatalf("NodeConfig of the release: %v\n%s", err, cm.Data["nodeconfig.yaml"])
 	}
 	nodeconfig.Default(cfg, r.name, 10250)
-	if errs := nodeconfig.Validate(cfg); len(errs) > 0 {
+	if errs := validation.ValidateNodeConfig(cfg); len(errs) > 0 {
 		t.Errorf("NodeConfig of the release: %v", errs.ToAggregate())
 	}
 	var names []string
