@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -35,16 +36,21 @@ func (h *switchableHealth) Healthy(context.Context) error {
 	return h.err
 }
 
-func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) *Provider {
+// testInterval is the health interval of the test providers, on their fake clock.
+const testInterval = 5 * time.Second
+
+func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) (*Provider, *clocktesting.FakeClock) {
 	t.Helper()
 	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p, err := NewProvider(ProviderConfig{
 		Node:             Config{Name: "beijing", Installation: "host-1", Selector: selector},
 		Informers:        f,
 		Health:           health,
-		HealthInterval:   10 * time.Millisecond,
+		Clock:            clk,
+		HealthInterval:   testInterval,
 		FailureThreshold: 2,
-		Debounce:         time.Millisecond,
+		Debounce:         500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,13 +60,13 @@ func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecke
 			t.Fatal(err)
 		}
 	}
-	return p
+	return p, clk
 }
 
 func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 	bj := mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"))
 	hz := mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou"))
-	p := newTestProvider(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
+	p, _ := newTestProvider(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
 
 	nodes := map[string]struct {
 		node *corev1.Node
@@ -98,7 +104,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 		}
 	}
 
-	whole := newTestProvider(t, nil, &switchableHealth{}, hz)
+	whole, _ := newTestProvider(t, nil, &switchableHealth{}, hz)
 	if !whole.nodeMatters(hz) || !whole.podMatters(mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning)) {
 		t.Error("without a selector every node and every bound pod not forwarded matters")
 	}
@@ -109,13 +115,15 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 // while NotReady, Ready again.
 func TestHealthTransitionsArePublished(t *testing.T) {
 	health := &switchableHealth{}
-	p := newTestProvider(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
+	p, clk := newTestProvider(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
 	published := make(chan *corev1.Node, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go p.Run(ctx)
 	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { published <- n })
 
+	// expect moves the fake clock on, a health interval at a time, until the
+	// node it waits for is published; time passes only for the provider.
 	expect := func(what string, status corev1.ConditionStatus, message string) {
 		t.Helper()
 		deadline := time.After(10 * time.Second)
@@ -125,6 +133,10 @@ func TestHealthTransitionsArePublished(t *testing.T) {
 				c := n.Status.Conditions[0]
 				if c.Status == status && strings.Contains(c.Message, message) {
 					return
+				}
+			case <-time.After(time.Millisecond):
+				if clk.HasWaiters() {
+					clk.Step(testInterval)
 				}
 			case <-deadline:
 				t.Fatalf("%s: no node with Ready=%s and message %q published", what, status, message)
@@ -143,9 +155,10 @@ func TestHealthTransitionsArePublished(t *testing.T) {
 	}
 }
 
-// slowHealth fails every check after taking most of an interval, recording
-// when each check began and ended.
+// slowHealth fails every check after taking most of an interval of the fake
+// clock, recording when each check began and ended.
 type slowHealth struct {
+	clk  *clocktesting.FakeClock
 	took time.Duration
 
 	mu         sync.Mutex
@@ -154,14 +167,11 @@ type slowHealth struct {
 
 func (h *slowHealth) Healthy(ctx context.Context) error {
 	h.mu.Lock()
-	h.begun = append(h.begun, time.Now())
+	h.begun = append(h.begun, h.clk.Now())
 	h.mu.Unlock()
-	select {
-	case <-ctx.Done():
-	case <-time.After(h.took):
-	}
+	h.clk.Step(h.took)
 	h.mu.Lock()
-	h.end = append(h.end, time.Now())
+	h.end = append(h.end, h.clk.Now())
 	h.mu.Unlock()
 	return errors.New("etcd-readiness failed")
 }
@@ -170,10 +180,11 @@ func (h *slowHealth) Healthy(ctx context.Context) error {
 // waiting is not followed at once by the next: two failures in a row must
 // span two intervals, not one slow moment.
 func TestSlowChecksStayAnIntervalApart(t *testing.T) {
-	health := &slowHealth{took: 40 * time.Millisecond}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	health := &slowHealth{clk: clk, took: 40 * time.Millisecond}
 	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
 	p, err := NewProvider(ProviderConfig{
-		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health,
+		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health, Clock: clk,
 		HealthInterval: 50 * time.Millisecond, FailureThreshold: 2, Debounce: time.Millisecond,
 	})
 	if err != nil {
@@ -192,7 +203,13 @@ func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d checks in 10s", n)
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+		// The provider waits on the fake clock: move it on in small steps,
+		// so that a check started early (on a fixed beat) would show.
+		if clk.HasWaiters() {
+			clk.Step(5 * time.Millisecond)
+		} else {
+			time.Sleep(time.Millisecond) // polling a condition with a deadline
+		}
 	}
 	cancel()
 	health.mu.Lock()
