@@ -50,6 +50,19 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 	pl := newPlacer(mgr.GetCache())
 	recorder := mgr.GetEventRecorder("flotilla-policy")
 	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
+	lg := newLedger(clock.RealClock{})
+	// What the placer, rebalancer and ledger keep per template goes with
+	// the template (a bare pod is its own template).
+	forget := forgetDeleted(pl, rb, lg)
+	for _, k := range templateKinds {
+		inf, err := mgr.GetCache().GetInformer(ctx, k.newObj())
+		if err != nil {
+			return fmt.Errorf("informer for %s: %w", k.kind, err)
+		}
+		if _, err := inf.AddEventHandler(forget); err != nil {
+			return fmt.Errorf("watch %s deletions: %w", k.kind, err)
+		}
+	}
 
 	for _, kind := range []struct {
 		name      string
@@ -98,7 +111,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 
 	hook := mgr.GetWebhookServer()
 	hook.Register(PodWebhookPath, &webhook.Admission{Handler: &PodPlacer{
-		cache: mgr.GetCache(), placer: pl, ledger: newLedger(clock.RealClock{}),
+		cache: mgr.GetCache(), placer: pl, ledger: lg,
 		decoder: admission.NewDecoder(mgr.GetScheme()), log: log.WithField("webhook", "pod"),
 	}})
 	hook.Register(PolicyWebhookPath, &webhook.Admission{Handler: &PolicyValidator{decoder: admission.NewDecoder(mgr.GetScheme())}})
