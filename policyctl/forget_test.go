@@ -52,7 +52,7 @@ func TestTemplateChurnLeavesNoState(t *testing.T) {
 	ctx := context.Background()
 	pol := &policyv1alpha1.PropagationPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
-		Spec: policyv1alpha1.PropagationSpec{ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}}},
+		Spec:       policyv1alpha1.PropagationSpec{ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}}},
 	}
 	objs := []client.Object{pol, virtualNode("beijing"), virtualNode("hangzhou")}
 	deployments := make([]*appsv1.Deployment, n)
