@@ -72,6 +72,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 		{"propagationpolicy", func() client.Object { return &policyv1alpha1.PropagationPolicy{} }, func(ctx context.Context, ns string) []reconcile.Request {
 			var l policyv1alpha1.PropagationPolicyList
 			if err := mgr.GetCache().List(ctx, &l, client.InNamespace(ns)); err != nil {
+				log.WithError(err).WithField("namespace", ns).Error("cannot list PropagationPolicies to recompute after a change; they are recomputed on their next event")
 				return nil
 			}
 			return requests(objects(l.Items))
@@ -79,6 +80,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 		{"clusterpropagationpolicy", func() client.Object { return &policyv1alpha1.ClusterPropagationPolicy{} }, func(ctx context.Context, _ string) []reconcile.Request {
 			var l policyv1alpha1.ClusterPropagationPolicyList
 			if err := mgr.GetCache().List(ctx, &l); err != nil {
+				log.WithError(err).Error("cannot list ClusterPropagationPolicies to recompute after a change; they are recomputed on their next event")
 				return nil
 			}
 			return requests(objects(l.Items))
