@@ -60,7 +60,9 @@ func TestTemplateChurnLeavesNoState(t *testing.T) {
 		deployments[i] = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "shop", UID: types.UID(fmt.Sprintf("tpl-%d", i))}}
 		objs = append(objs, deployments[i])
 	}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).Build()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		Build()
 
 	pl := newPlacer(c)
 	clock := clocktesting.NewFakePassiveClock(time.Unix(1e9, 0))

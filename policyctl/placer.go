@@ -18,8 +18,11 @@ import (
 	"flotilla.io/flotilla/propagation"
 )
 
-// templateIndex indexes pods by TemplateAnnotation.
-const templateIndex = "policy.flotilla.io/template-uid"
+// Pod cache indexes: by TemplateAnnotation, and by the node a pod is bound to.
+const (
+	templateIndex = "policy.flotilla.io/template-uid"
+	nodeIndex     = "spec.nodeName"
+)
 
 // errNotSelected: no policy selects the template.
 var errNotSelected = errors.New("no policy selects the template")
@@ -114,11 +117,20 @@ func (p *placer) placement(ctx context.Context, tpl Template) (*placement, error
 		pl.decision = cached.decision
 		return pl, cached.err
 	}
-	var pods corev1.PodList
-	if err := p.cache.List(ctx, &pods); err != nil {
-		return nil, fmt.Errorf("list pods: %w", err)
+	// Only the pods bound to virtual nodes use their capacity: read them
+	// through the node index, without copying them out of the cache.
+	var pods []corev1.Pod
+	for i := range nodes.Items {
+		if !isVirtualNode(&nodes.Items[i]) {
+			continue
+		}
+		var bound corev1.PodList
+		if err := p.cache.List(ctx, &bound, client.MatchingFields{nodeIndex: nodes.Items[i].Name}, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("list pods on %s: %w", nodes.Items[i].Name, err)
+		}
+		pods = append(pods, bound.Items...)
 	}
-	clusters := clusterViews(nodes.Items, pods.Items, tpl.UID)
+	clusters := clusterViews(nodes.Items, pods, tpl.UID)
 	d, err := propagation.Place(&c.spec.Placement, clusters, propagation.Workload{Replicas: replicas, Request: request})
 	if err != nil && !errors.As(err, new(*propagation.Unschedulable)) {
 		return nil, err

@@ -47,6 +47,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 	}); err != nil {
 		return fmt.Errorf("index pods by template: %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, nodeIndex, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index pods by node: %w", err)
+	}
 	pl := newPlacer(mgr.GetCache())
 	recorder := mgr.GetEventRecorder("flotilla-policy")
 	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
