@@ -7,7 +7,6 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // Eligible reports whether a member node contributes capacity to the virtual
@@ -25,15 +24,6 @@ func Eligible(n *corev1.Node, selector labels.Selector) bool {
 		}
 	}
 	return false
-}
-
-// ForwardedBy reports whether a member pod was forwarded by the virtual node
-// name of the given installation. The host scheduler already accounts for
-// such pods on that virtual node, so they must not be subtracted from its
-// capacity a second time; pods of any other origin (the member's own,
-// another installation's, another partition's) are.
-func ForwardedBy(p *corev1.Pod, name, installation string) bool {
-	return p.Labels[wellknown.ClusterLabel] == name && p.Labels[wellknown.InstallationLabel] == installation
 }
 
 // Allocatable is what the host scheduler may place on the virtual node: the

@@ -18,6 +18,11 @@ const (
 	ReasonMemberUnreachable = "MemberUnreachable"
 )
 
+// Owner is the identity this virtual node stamps on what it forwards.
+func (c Config) Owner() wellknown.Owner {
+	return wellknown.Owner{Cluster: c.Name, Installation: c.Installation}
+}
+
 // Config describes one virtual node: which member nodes it stands for and
 // how it presents itself to the host scheduler.
 type Config struct {
@@ -82,9 +87,10 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	// One pass over the member's nodes: with many partitions each build
 	// sees every node of the member but keeps only its own slice.
 	eligible := eligibleNodes(snap.Nodes, cfg.Selector)
-	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool {
-		return ForwardedBy(p, cfg.Name, cfg.Installation)
-	})
+	// The host scheduler already counts the pods this virtual node
+	// forwarded; every other pod (the member's own, another installation's
+	// or partition's) takes capacity from it.
+	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool { return cfg.Owner().Owns(p) })
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,

@@ -129,7 +129,7 @@ func (p *Provider) nodeMatters(obj any) bool {
 // whose node is not known yet is counted when the node's own event comes.
 func (p *Provider) podMatters(obj any) bool {
 	pod, ok := objectOf(obj).(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || ForwardedBy(pod, p.cfg.Node.Name, p.cfg.Node.Installation) {
+	if !ok || pod.Spec.NodeName == "" || p.cfg.Node.Owner().Owns(pod) {
 		return false
 	}
 	n, err := p.nodes.Get(pod.Spec.NodeName)

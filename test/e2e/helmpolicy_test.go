@@ -174,8 +174,7 @@ func TestHelmInstallFlotillaPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = p.Stop() }()
-		waitLog(t, p, electedLog)
-		waitLease(t, ns, "")
+		waitLease(t, ns, "") // only this replica runs in ns
 		eventually(t, time.Minute, "flotilla-policy ready on the chart's probe port", func(ctx context.Context) (bool, string, error) {
 			if exited, err := p.Exited(); exited {
 				return false, "", fmt.Errorf("flotilla-policy exited: %v\n%s", err, p.LogTail(20))

@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,8 +22,54 @@ import (
 	"flotilla.io/flotilla/test/testworld"
 )
 
-// electedLog is what a flotilla-policy replica logs when it wins the Lease.
-const electedLog = "elected leader"
+// replica is one flotilla-policy replica of the test and where it serves
+// its metrics.
+type replica struct {
+	*testworld.Process
+	metrics string // host:port
+}
+
+// leading reports whether the replica says it holds the Lease
+// (controller-runtime's leader_election_master_status gauge).
+func (r replica) leading(ctx context.Context) (bool, error) {
+	fams, err := scrape(ctx, "http://"+r.metrics+"/metrics")
+	if err != nil {
+		return false, err
+	}
+	return value(fams, "leader_election_master_status", nil) == 1, nil
+}
+
+// reconciles is how many times the replica has reconciled a
+// PropagationPolicy, whatever the result.
+func (r replica) reconciles(ctx context.Context) (float64, error) {
+	fams, err := scrape(ctx, "http://"+r.metrics+"/metrics")
+	if err != nil {
+		return 0, err
+	}
+	var n float64
+	for _, m := range fams["controller_runtime_reconcile_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "controller" && l.GetValue() == "propagationpolicy" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n, nil
+}
+
+func waitLeading(t *testing.T, r replica) {
+	t.Helper()
+	eventually(t, time.Minute, r.Name()+" leads", func(ctx context.Context) (bool, string, error) {
+		if exited, err := r.Exited(); exited {
+			return false, "", fmt.Errorf("%s exited: %v\n%s", r.Name(), err, r.LogTail(20))
+		}
+		ok, err := r.leading(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return ok, "not leading", nil
+	})
+}
 
 // TestPolicyHA runs flotilla-policy as the Helm chart does — two replicas
 // with --leader-elect and self-managed webhook certificates — and kills the
@@ -42,13 +87,15 @@ func TestPolicyHA(t *testing.T) {
 	ns := namespace(t)
 	takeOverWebhooks(t)
 
-	ports := make([]int, 2)
+	ports, metricsPorts := make([]int, 2), make([]int, 2)
 	for i := range ports {
-		p, err := env.World.FreePort()
-		if err != nil {
-			t.Fatal(err)
+		for _, into := range []*int{&ports[i], &metricsPorts[i]} {
+			p, err := env.World.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			*into = p
 		}
-		ports[i] = p
 	}
 	// The webhooks call the second replica: the test world routes no
 	// Services, so this shows the follower serving them. Nothing trusts
@@ -56,21 +103,22 @@ func TestPolicyHA(t *testing.T) {
 	if err := fleet.RegisterPolicyWebhooks(ctx, env.World.Host(), fleet.PolicyWebhookURL(ports[1]), nil); err != nil {
 		t.Fatal(err)
 	}
-	start := func(port int) *testworld.Process {
+	start := func(i int) replica {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
-		p, err := env.StartPolicyReplica(sctx, bin, ns, port, "--rebalance-interval=2s")
+		metrics := net.JoinHostPort("127.0.0.1", strconv.Itoa(metricsPorts[i]))
+		p, err := env.StartPolicyReplica(sctx, bin, ns, ports[i], "--rebalance-interval=2s", "--metrics-bind-address="+metrics)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = p.Stop() })
-		return p
+		return replica{p, metrics}
 	}
-	leader := start(ports[0])
-	waitLog(t, leader, electedLog)
+	leader := start(0)
+	waitLeading(t, leader)
 	lease := waitLease(t, ns, "")
-	follower := start(ports[1])
+	follower := start(1)
 
 	t.Run("certificates", func(t *testing.T) {
 		secret, err := hc.CoreV1().Secrets(ns).Get(ctx, rbac.PolicyCertSecretName, metav1.GetOptions{})
@@ -102,12 +150,15 @@ func TestPolicyHA(t *testing.T) {
 	create(t, hc.AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 4))
 	waitSplit(t, ns, "web", map[string]int{"beijing": 2, "hangzhou": 2})
 	waitPolicyStatus(t, ns, "web", "beijing=2/2 hangzhou=2/2")
-	// Only the leader started the reconcilers.
-	if !strings.Contains(logOf(t, leader), "Starting workers") {
-		t.Error("the leader did not start its controllers")
+	// Only the leader reconciles.
+	if n, err := leader.reconciles(ctx); err != nil || n == 0 {
+		t.Errorf("the leader reconciled %v policies (%v)", n, err)
 	}
-	if log := logOf(t, follower); strings.Contains(log, electedLog) || strings.Contains(log, "Starting workers") {
-		t.Errorf("the follower runs the reconcilers too:\n%s", follower.LogTail(20))
+	if n, err := follower.reconciles(ctx); err != nil || n != 0 {
+		t.Errorf("the follower reconciled %v policies (%v); only the leader may", n, err)
+	}
+	if lead, err := follower.leading(ctx); err != nil || lead {
+		t.Errorf("the follower says it leads (%v)", err)
 	}
 	before := placedPods(t, ns, "web")
 
@@ -115,7 +166,7 @@ func TestPolicyHA(t *testing.T) {
 	if err := leader.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	waitLog(t, follower, electedLog)
+	waitLeading(t, follower)
 	after := waitLease(t, ns, *lease.Spec.HolderIdentity)
 	t.Logf("the follower took over %s after SIGKILL of the leader (Lease transitions %d -> %d)",
 		time.Since(began).Round(100*time.Millisecond), ptrInt(lease.Spec.LeaseTransitions), ptrInt(after.Spec.LeaseTransitions))
@@ -124,10 +175,20 @@ func TestPolicyHA(t *testing.T) {
 	create(t, hc.AppsV1().Deployments(ns).Create, plainDeployment(ns, "api", 2))
 	waitSplit(t, ns, "api", map[string]int{"shenzhen": 2})
 	waitPolicyStatus(t, ns, "api", "shenzhen=2/2")
+	// A change of web's policy that leaves its decision as it is: once the
+	// new leader has recorded the new generation in the status, it has
+	// reconciled web, and a leader that moved replicas would have issued
+	// its eviction in that same pass.
+	applyYAML(t, ns, strings.Replace(haPolicy("web", "clusterNames: [beijing, hangzhou]"), "spec:\n", "spec:\n  priority: 1\n", 1))
+	eventually(t, time.Minute, "the new leader observes web's new generation", func(ctx context.Context) (bool, string, error) {
+		out, err := kubectl(ctx, nil, "get", "propagationpolicy", "web", "-n", ns, "-o", "jsonpath={.metadata.generation} {.status.observedGeneration}")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		gens := strings.Fields(out)
+		return len(gens) == 2 && gens[0] == gens[1] && gens[0] != "1", out, nil
+	})
 	waitPolicyStatus(t, ns, "web", "beijing=2/2 hangzhou=2/2")
-	// A few rebalance intervals: a new leader that moved replicas would
-	// have evicted some by now.
-	time.Sleep(6 * time.Second)
 	if got := placedPods(t, ns, "web"); !slices.Equal(got, before) {
 		t.Errorf("web's pods changed across the takeover:\nbefore %v\nafter  %v", before, got)
 	}
@@ -203,7 +264,8 @@ func waitPolicyStatus(t *testing.T, ns, name, want string) {
 	})
 }
 
-// placedPods lists app's pods as sorted "uid@node" strings.
+// placedPods lists app's pods as sorted "uid@node" strings, with
+// " terminating" after a pod being deleted.
 func placedPods(t *testing.T, ns, app string) []string {
 	t.Helper()
 	pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=" + app})
@@ -212,7 +274,11 @@ func placedPods(t *testing.T, ns, app string) []string {
 	}
 	var out []string
 	for _, p := range pods.Items {
-		out = append(out, string(p.UID)+"@"+p.Spec.NodeName)
+		s := string(p.UID) + "@" + p.Spec.NodeName
+		if p.DeletionTimestamp != nil {
+			s += " terminating"
+		}
+		out = append(out, s)
 	}
 	slices.Sort(out)
 	return out
@@ -233,27 +299,6 @@ func waitLease(t *testing.T, ns, notHolder string) *coordinationv1.Lease {
 		return h != "" && h != notHolder, "holder " + h, nil
 	})
 	return lease
-}
-
-func waitLog(t *testing.T, p *testworld.Process, want string) {
-	t.Helper()
-	eventually(t, time.Minute, p.Name()+" logs "+strconv.Quote(want), func(context.Context) (bool, string, error) {
-		if exited, err := p.Exited(); exited {
-			return false, "", fmt.Errorf("%s exited: %v\n%s", p.Name(), err, p.LogTail(20))
-		}
-		return strings.Contains(logOf(t, p), want), p.LogTail(1), nil
-	})
-}
-
-func logOf(t *testing.T, p *testworld.Process) string {
-	t.Helper()
-	b, err := os.ReadFile(p.LogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The log file collects every start of a process of that name; the
-	// names are unique per start.
-	return string(b)
 }
 
 // servingSerial connects to the webhook server on port of the world's
