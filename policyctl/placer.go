@@ -190,7 +190,7 @@ func decisionKey(c candidate, replicas int32, request corev1.ResourceList, nodes
 			continue
 		}
 		var s strings.Builder
-		fmt.Fprintf(&s, "|%s %t %t", n.Name, podstate.NodeReady(n), n.Spec.Unschedulable)
+		fmt.Fprintf(&s, "|%s", n.Name)
 		keys := make([]string, 0, len(n.Labels))
 		for k := range n.Labels {
 			keys = append(keys, k)
@@ -199,8 +199,14 @@ func decisionKey(c candidate, replicas int32, request corev1.ResourceList, nodes
 		for _, k := range keys {
 			fmt.Fprintf(&s, " %s=%s", k, n.Labels[k])
 		}
-		for _, t := range n.Spec.Taints {
-			fmt.Fprintf(&s, " %s", t.ToString())
+		// A cluster the policy cannot choose changes the decision only by
+		// its name or labels: its readiness flapping, or its taints
+		// changing, must not recompute the decisions of every template.
+		if propagation.MayUse(&c.spec.Placement, &propagation.Cluster{Name: n.Name, Labels: n.Labels}) {
+			fmt.Fprintf(&s, " ready=%t cordoned=%t", podstate.NodeReady(n), n.Spec.Unschedulable)
+			for _, t := range n.Spec.Taints {
+				fmt.Fprintf(&s, " %s", t.ToString())
+			}
 		}
 		vns = append(vns, s.String())
 	}

@@ -76,3 +76,43 @@ func TestPlacementCountsPodsOnVirtualNodes(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionKey checks what recomputes a decision: the readiness or
+// taints of a cluster the policy may use, and any cluster's labels; not the
+// readiness of a cluster it cannot choose.
+func TestDecisionKey(t *testing.T) {
+	pol := &policyv1alpha1.PropagationPolicy{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol", Generation: 1},
+		Spec: policyv1alpha1.PropagationSpec{Placement: policyv1alpha1.Placement{
+			ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}}}}
+	c := candidate{pol, &pol.Spec}
+	nodes := func(change func(bj, hz *corev1.Node)) []corev1.Node {
+		bj, hz := virtualNode("beijing"), virtualNode("hangzhou")
+		change(bj, hz)
+		return []corev1.Node{*bj, *hz}
+	}
+	base := decisionKey(c, 3, nil, nodes(func(_, _ *corev1.Node) {}))
+	notReady := func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+	cases := map[string]struct {
+		change  func(bj, hz *corev1.Node)
+		changes bool
+	}{
+		"a chosen cluster turns NotReady": {func(bj, _ *corev1.Node) { notReady(bj) }, true},
+		"a chosen cluster is cordoned":    {func(bj, _ *corev1.Node) { bj.Spec.Unschedulable = true }, true},
+		"a chosen cluster gets a taint": {func(bj, _ *corev1.Node) {
+			bj.Spec.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoSchedule}}
+		}, true},
+		"an unusable cluster turns NotReady": {func(_, hz *corev1.Node) { notReady(hz) }, false},
+		"an unusable cluster gets a taint": {func(_, hz *corev1.Node) {
+			hz.Spec.Taints = []corev1.Taint{{Key: "x", Effect: corev1.TaintEffectNoSchedule}}
+		}, false},
+		"an unusable cluster's labels change": {func(_, hz *corev1.Node) { hz.Labels["tier"] = "gold" }, true},
+	}
+	for name, tc := range cases {
+		if got := decisionKey(c, 3, nil, nodes(tc.change)) != base; got != tc.changes {
+			t.Errorf("%s: key changed = %v, want %v", name, got, tc.changes)
+		}
+	}
+	if decisionKey(c, 4, nil, nodes(func(_, _ *corev1.Node) {})) == base {
+		t.Error("a new replica count keeps the key")
+	}
+}

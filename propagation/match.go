@@ -113,3 +113,24 @@ func tolerates(tol corev1.Toleration, t corev1.Taint) bool {
 	}
 	return false
 }
+
+// MayUse reports whether placement p could choose cluster c at all,
+// whatever c's readiness, taints or free capacity: c matches p's
+// clusterAffinity, or one of its clusterAffinities. A cluster p may not use
+// changes p's decision only by a change of its name or labels. An invalid
+// affinity counts as a match, so that the caller stays on the safe side.
+func MayUse(p *v1alpha1.Placement, c *Cluster) bool {
+	if p == nil {
+		return true
+	}
+	if len(p.ClusterAffinities) == 0 {
+		ok, err := affinityMatches(p.ClusterAffinity, c)
+		return ok || err != nil
+	}
+	for i := range p.ClusterAffinities {
+		if ok, err := affinityMatches(&p.ClusterAffinities[i].ClusterAffinity, c); ok || err != nil {
+			return true
+		}
+	}
+	return false
+}
