@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/workload"
 )
 
 // ErrNotInPodTemplate is returned for a path into a workload template that
@@ -105,7 +106,7 @@ type pathMapper func(path string) (string, error)
 // pathsFor maps paths into a workload template onto a pod made from it;
 // paths into any other template are paths into obj itself.
 func pathsFor(obj *unstructured.Unstructured, t Template) pathMapper {
-	prefix := podTemplatePath(t.APIVersion, t.Kind)
+	prefix := workload.PodTemplatePath(t.APIVersion, t.Kind)
 	if prefix == "" || obj.GetKind() != "Pod" {
 		return func(path string) (string, error) { return path, nil }
 	}
@@ -118,18 +119,6 @@ func pathsFor(obj *unstructured.Unstructured, t Template) pathMapper {
 		}
 		return "", fmt.Errorf("%w: %s (the pod template is at %s)", ErrNotInPodTemplate, path, prefix)
 	}
-}
-
-// podTemplatePath is where a workload keeps the template of its pods; empty
-// for kinds that are not workloads.
-func podTemplatePath(apiVersion, kind string) string {
-	switch apiVersion + " " + kind {
-	case "apps/v1 Deployment", "apps/v1 ReplicaSet", "apps/v1 StatefulSet", "apps/v1 DaemonSet", "batch/v1 Job":
-		return "/spec/template"
-	case "batch/v1 CronJob":
-		return "/spec/jobTemplate/spec/template"
-	}
-	return ""
 }
 
 // patchOp is one RFC 6902 operation.

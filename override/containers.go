@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/workload"
 )
 
 // containersPath is the field path of obj's containers: a pod's own, or
@@ -16,7 +17,7 @@ func containersPath(obj *unstructured.Unstructured) []string {
 	if obj.GetAPIVersion() == "v1" && obj.GetKind() == "Pod" {
 		return []string{"spec", "containers"}
 	}
-	prefix := podTemplatePath(obj.GetAPIVersion(), obj.GetKind())
+	prefix := workload.PodTemplatePath(obj.GetAPIVersion(), obj.GetKind())
 	if prefix == "" {
 		return nil
 	}

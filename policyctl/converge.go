@@ -121,7 +121,7 @@ func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *place
 	if err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
-	replicas, _ := kind.workload(obj)
+	replicas, _ := kind.Pods(obj)
 	if pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
 		replicas = 0 // copies run their own replicas; only misplaced pods move
 	}

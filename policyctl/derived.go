@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"flotilla.io/flotilla/workload"
 )
 
 // DerivedAnnotation marks a workload the controller made from a template
@@ -23,48 +23,6 @@ const DerivedAnnotation = "policy.flotilla.io/derived-for-cluster"
 // template.
 const EventDerivedConflict = "DerivedWorkloadConflict"
 
-// derivable are the kinds a Duplicated placement runs in several clusters
-// by making a copy per cluster; copySpec copies the template's spec into a
-// derived object and reports whether it changed (a Job's spec is
-// immutable once created, so it is only ever copied at creation).
-var derivable = map[string]func(dst, src client.Object, created bool) bool{
-	"Deployment": func(dst, src client.Object, _ bool) bool {
-		return setSpec(&dst.(*appsv1.Deployment).Spec, src.(*appsv1.Deployment).Spec)
-	},
-	"StatefulSet": func(dst, src client.Object, _ bool) bool {
-		return setSpec(&dst.(*appsv1.StatefulSet).Spec, src.(*appsv1.StatefulSet).Spec)
-	},
-	"ReplicaSet": func(dst, src client.Object, _ bool) bool {
-		return setSpec(&dst.(*appsv1.ReplicaSet).Spec, src.(*appsv1.ReplicaSet).Spec)
-	},
-	"CronJob": func(dst, src client.Object, _ bool) bool {
-		return setSpec(&dst.(*batchv1.CronJob).Spec, src.(*batchv1.CronJob).Spec)
-	},
-	"Job": func(dst, src client.Object, created bool) bool {
-		if created {
-			return false
-		}
-		spec := *src.(*batchv1.Job).Spec.DeepCopy()
-		// A Job's selector and pod labels name the Job's own UID; the
-		// derived Job gets its own.
-		spec.Selector, spec.ManualSelector = nil, nil
-		delete(spec.Template.Labels, batchv1.ControllerUidLabel)
-		delete(spec.Template.Labels, batchv1.JobNameLabel)
-		delete(spec.Template.Labels, "controller-uid")
-		delete(spec.Template.Labels, "job-name")
-		dst.(*batchv1.Job).Spec = spec
-		return true
-	},
-}
-
-func setSpec[T any](dst *T, src T) bool {
-	if equality.Semantic.DeepEqual(*dst, src) {
-		return false
-	}
-	*dst = src
-	return true
-}
-
 // derivedName is the name of tpl's copy for cluster.
 func derivedName(tpl Template, cluster string) string { return tpl.Name + "-" + cluster }
 
@@ -74,13 +32,13 @@ func derivedName(tpl Template, cluster string) string { return tpl.Name + "-" + 
 // clusters no longer chosen are deleted. Objects it did not make are never
 // touched.
 func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, clusters []string) error {
-	copySpec, ok := derivable[tpl.Kind]
-	if !ok {
-		return nil
-	}
 	src, kind, err := getTemplate(ctx, r.client, tpl)
 	if err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	deriver, ok := kind.(workload.Deriver)
+	if !ok {
+		return nil
 	}
 	want := map[string]bool{}
 	if len(clusters) > 1 {
@@ -89,12 +47,12 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 		}
 	}
 	// Existing derived workloads of this template.
-	list := kind.newList()
+	list := kind.NewList()
 	if err := r.client.List(ctx, list, client.InNamespace(tpl.Namespace)); err != nil {
 		return err
 	}
 	have := map[string]client.Object{}
-	for _, obj := range kind.items(list) {
+	for _, obj := range kind.Items(list) {
 		if c := obj.GetAnnotations()[DerivedAnnotation]; c != "" && ownedBy(obj, tpl) {
 			have[c] = obj
 		}
@@ -109,7 +67,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 	}
 	for c := range want {
 		if obj, ok := have[c]; ok {
-			if copySpec(obj, src, true) || !equality.Semantic.DeepEqual(obj.GetLabels(), src.GetLabels()) {
+			if deriver.CopySpec(obj, src, true) || !equality.Semantic.DeepEqual(obj.GetLabels(), src.GetLabels()) {
 				obj.SetLabels(src.GetLabels())
 				if err := r.client.Update(ctx, obj); err != nil && !apierrors.IsConflict(err) {
 					return fmt.Errorf("update %s %s/%s: %w", tpl.Kind, obj.GetNamespace(), obj.GetName(), err)
@@ -117,7 +75,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 			}
 			continue
 		}
-		obj := kind.newObj()
+		obj := kind.New()
 		obj.SetNamespace(tpl.Namespace)
 		obj.SetName(derivedName(tpl, c))
 		obj.SetLabels(src.GetLabels())
@@ -126,7 +84,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 			APIVersion: tpl.APIVersion, Kind: tpl.Kind, Name: tpl.Name, UID: tpl.UID,
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 		}})
-		copySpec(obj, src, false)
+		deriver.CopySpec(obj, src, false)
 		err := r.client.Create(ctx, obj)
 		if apierrors.IsAlreadyExists(err) {
 			r.recorder.Eventf(src, nil, corev1.EventTypeWarning, EventDerivedConflict, "Derive",

@@ -16,6 +16,7 @@ import (
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/propagation"
+	"flotilla.io/flotilla/workload"
 )
 
 // Pod cache indexes: by TemplateAnnotation, and by the node a pod is bound to.
@@ -93,15 +94,27 @@ func (p *placer) policyFor(ctx context.Context, tpl Template) (candidate, error)
 // placement returns tpl's placement; errNotSelected when no policy selects
 // it, a *propagation.Unschedulable when it cannot be placed.
 func (p *placer) placement(ctx context.Context, tpl Template) (*placement, error) {
+	return p.placementOf(ctx, tpl, nil)
+}
+
+// placementOf is placement with the template's object at hand: a bare pod
+// being admitted is not stored yet, so it is its own template. Without a
+// UID the decision is not cached.
+func (p *placer) placementOf(ctx context.Context, tpl Template, obj client.Object) (*placement, error) {
 	c, err := p.policyFor(ctx, tpl)
 	if err != nil {
 		return nil, err
 	}
-	obj, kind, err := getTemplate(ctx, p.cache, tpl)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", tpl, err)
+	kind, ok := workload.Lookup(tpl.APIVersion, tpl.Kind)
+	if obj == nil {
+		obj, kind, err = getTemplate(ctx, p.cache, tpl)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", tpl, err)
+		}
+	} else if !ok {
+		return nil, fmt.Errorf("%s %s is not a workload template flotilla places", tpl.APIVersion, tpl.Kind)
 	}
-	replicas, spec := kind.workload(obj)
+	replicas, spec := kind.Pods(obj)
 	request := podRequests(spec)
 	var nodes corev1.NodeList
 	if err := p.cache.List(ctx, &nodes); err != nil {
@@ -135,9 +148,11 @@ func (p *placer) placement(ctx context.Context, tpl Template) (*placement, error
 	if err != nil && !errors.As(err, new(*propagation.Unschedulable)) {
 		return nil, err
 	}
-	p.mu.Lock()
-	p.decisions[tpl.UID] = cachedDecision{key: key, decision: d, err: err}
-	p.mu.Unlock()
+	if tpl.UID != "" {
+		p.mu.Lock()
+		p.decisions[tpl.UID] = cachedDecision{key: key, decision: d, err: err}
+		p.mu.Unlock()
+	}
 	pl.decision = d
 	return pl, err
 }

@@ -10,7 +10,6 @@ package policyctl
 //
 // Templates: read the workloads it places; make, keep equal and delete the
 // copies of a Duplicated template (only copies it made: see derived.go).
-// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets;replicasets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs;cronjobs,verbs=get;list;watch;create;update;delete
 //

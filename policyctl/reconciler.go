@@ -13,13 +13,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/propagation"
+	"flotilla.io/flotilla/workload"
 )
 
 // Event reasons, on the template the user looks at.
@@ -34,6 +37,10 @@ const (
 // ConditionReady is the policy condition that says whether every template
 // it selects is placed.
 const ConditionReady = "Ready"
+
+// ReasonInvalidPolicy: a stored policy fails validation (it was stored
+// before the webhook checked it); the condition's message says why.
+const ReasonInvalidPolicy = "InvalidPolicy"
 
 // policyReconciler records, in a policy's status, the templates it places
 // and where, reports templates it cannot place, and recreates pods of its
@@ -58,10 +65,24 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 	var templates []policyv1alpha1.TemplatePlacement
 	var problems []string
 	var requeue time.Duration
-	for _, tpl := range r.selected(ctx, pol, spec) {
+	// A policy stored before flotilla-policy's webhook checked it (or while
+	// the webhook was down) says in its status what is wrong with it, e.g.
+	// a DaemonSet selector, which no template ever matches.
+	invalid := validate(pol)
+	for _, e := range invalid {
+		problems = append(problems, e.Error())
+	}
+	selected, err := r.selected(ctx, pol, spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, tpl := range selected {
 		c, err := r.placer.policyFor(ctx, tpl)
-		if err != nil || c.obj.GetUID() != pol.GetUID() {
+		if errors.Is(err, errNotSelected) || (err == nil && c.obj.GetUID() != pol.GetUID()) {
 			continue // another policy wins it
+		}
+		if err != nil {
+			return ctrl.Result{}, err
 		}
 		pl, err := r.placer.placement(ctx, tpl)
 		var unschedulable *propagation.Unschedulable
@@ -122,6 +143,9 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 		Message: fmt.Sprintf("%d templates placed", len(templates)), ObservedGeneration: pol.GetGeneration()}
 	if len(problems) > 0 {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, EventPlacementFailed, strings.Join(problems, "; ")
+		if len(invalid) > 0 {
+			cond.Reason = ReasonInvalidPolicy
+		}
 	}
 	meta.SetStatusCondition(&next.Conditions, cond)
 	if equality.Semantic.DeepEqual(next, status) {
@@ -147,16 +171,17 @@ func specAndStatus(pol client.Object) (*policyv1alpha1.PropagationSpec, *policyv
 }
 
 // selected lists the templates any of the policy's selectors matches.
-func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec *policyv1alpha1.PropagationSpec) []Template {
+func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec *policyv1alpha1.PropagationSpec) ([]Template, error) {
 	var out []Template
 	seen := map[TemplateKey]bool{}
 	c := candidate{obj: pol, spec: spec}
 	for _, sel := range spec.ResourceSelectors {
-		k, ok := templateKinds[sel.Kind]
-		if !ok || k.apiVersion != sel.APIVersion {
+		k, ok := workload.Lookup(sel.APIVersion, sel.Kind)
+		if !ok {
 			continue
 		}
-		list := k.newList()
+		gvk := k.GroupVersionKind()
+		list := k.NewList()
 		var opts []client.ListOption
 		if ns := pol.GetNamespace(); ns != "" {
 			opts = append(opts, client.InNamespace(ns))
@@ -164,22 +189,34 @@ func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec
 			opts = append(opts, client.InNamespace(sel.Namespace))
 		}
 		if err := r.client.List(ctx, list, opts...); err != nil {
-			continue
+			return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
 		}
-		for _, obj := range k.items(list) {
-			t := templateOf(obj, k.apiVersion, k.kind)
+		for _, obj := range k.Items(list) {
+			t := templateOf(obj, sel.APIVersion, gvk.Kind)
 			if seen[t.Key()] || !c.selects(t) || obj.GetDeletionTimestamp() != nil ||
 				obj.GetAnnotations()[DerivedAnnotation] != "" {
 				continue
 			}
-			if k.kind == "Pod" && metav1.GetControllerOf(obj) != nil {
+			if k.PodTemplatePath() == "" && metav1.GetControllerOf(obj) != nil {
 				continue // a workload's pod, placed with its workload
 			}
 			seen[t.Key()] = true
 			out = append(out, t)
 		}
 	}
-	return out
+	return out, nil
+}
+
+// validate checks a stored propagation policy as the webhook checks new
+// ones.
+func validate(pol client.Object) field.ErrorList {
+	switch p := pol.(type) {
+	case *policyv1alpha1.PropagationPolicy:
+		return validation.ValidatePropagationPolicy(p)
+	case *policyv1alpha1.ClusterPropagationPolicy:
+		return validation.ValidateClusterPropagationPolicy(p)
+	}
+	return nil
 }
 
 // boundCounts counts the live pods bound to each cluster.

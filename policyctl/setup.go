@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/workload"
 )
 
 // Webhook paths served by flotilla-policy.
@@ -62,13 +63,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 	// What the placer, rebalancer and ledger keep per template goes with
 	// the template (a bare pod is its own template).
 	forget := forgetDeleted(pl, rb, lg)
-	for _, k := range templateKinds {
-		inf, err := mgr.GetCache().GetInformer(ctx, k.newObj())
+	for _, k := range workload.All() {
+		inf, err := mgr.GetCache().GetInformer(ctx, k.New())
 		if err != nil {
-			return fmt.Errorf("informer for %s: %w", k.kind, err)
+			return fmt.Errorf("informer for %s: %w", k.GroupVersionKind().Kind, err)
 		}
 		if _, err := inf.AddEventHandler(forget); err != nil {
-			return fmt.Errorf("watch %s deletions: %w", k.kind, err)
+			return fmt.Errorf("watch %s deletions: %w", k.GroupVersionKind().Kind, err)
 		}
 	}
 
@@ -109,10 +110,8 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 			// Pods change templates' current replicas, and a pod admitted
 			// unplaced must be recreated.
 			Watches(&corev1.Pod{}, byNamespace)
-		for _, k := range templateKinds {
-			if k.kind != "Pod" {
-				b = b.Watches(k.newObj(), byNamespace)
-			}
+		for _, k := range workload.Controllers() {
+			b = b.Watches(k.New(), byNamespace)
 		}
 		if err := b.Complete(r); err != nil {
 			return fmt.Errorf("set up %s controller: %w", kind.name, err)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/sirupsen/logrus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -50,7 +52,16 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	pl, err := h.placer.placement(ctx, tpl)
+	var self client.Object
+	if tpl.Kind == "Pod" {
+		if ref := metav1.GetControllerOf(pod); ref != nil {
+			// A DaemonSet's pod, or one of a controller flotilla does not
+			// know: no policy places it (docs/policies.md).
+			return admission.Allowed(fmt.Sprintf("a pod of %s %s, which flotilla does not place", ref.Kind, ref.Name))
+		}
+		self = pod // a bare pod being created is not in the cache yet
+	}
+	pl, err := h.placer.placementOf(ctx, tpl, self)
 	switch {
 	case errors.Is(err, errNotSelected):
 		return admission.Allowed("no policy selects " + tpl.String())
@@ -64,6 +75,11 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 	p := podPlacement{policy: pl.policy, template: string(tpl.UID), tolerations: pl.tolerations}
 	switch {
 	case pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDivided:
+		if tpl.UID == "" {
+			// A bare pod is the one replica of its template.
+			p.assigned = propagation.Next(pl.decision, map[string]int32{})
+			break
+		}
 		live, seen, err := h.placer.liveCounts(ctx, tpl)
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)

@@ -40,6 +40,7 @@ import (
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -111,7 +112,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var ovr provider.Overrides
 	if cfg.HostConfig != nil {
 		nodes := hostInformers.Core().V1().Nodes().Lister()
-		o, err := startOverrides(ctx, cfg.HostConfig, nodes)
+		o, err := hostpolicies.Start(ctx, cfg.HostConfig, nodes)
 		if err != nil {
 			return fmt.Errorf("override policies: %w", err)
 		}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/test/fleet"
 )
@@ -392,4 +394,66 @@ spec:
 	})
 	scale(t, ns, "web", 2)
 	waitSplit(t, ns, "web", map[string]int{"beijing": 2, "hangzhou": 2, "shenzhen": 2})
+}
+
+// TestPolicyDaemonSetRejected: a policy selecting a DaemonSet is refused
+// with the reason and what to do instead (docs/policies.md); a DaemonSet
+// that tolerates the virtual nodes still has its pods admitted and
+// forwarded as themselves, one per cluster, untouched by any policy.
+func TestPolicyDaemonSetRejected(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	_, err := kubectl(t.Context(), strings.NewReader(`
+apiVersion: policy.flotilla.io/v1alpha1
+kind: PropagationPolicy
+metadata: {name: agents}
+spec:
+  resourceSelectors: [{apiVersion: apps/v1, kind: DaemonSet, name: node-agent}]
+`), "apply", "-n", ns, "-f", "-")
+	if err == nil || !strings.Contains(err.Error(), validation.MsgDaemonSet) {
+		t.Fatalf("a DaemonSet policy was not refused with %q: %v", validation.MsgDaemonSet, err)
+	}
+
+	labels := map[string]string{"app": "node-agent"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-agent", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{virtualNodeToleration},
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+							Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: members,
+						}}}},
+					}}},
+					Containers: []corev1.Container{{Name: "agent", Image: "agent:1"}},
+				},
+			},
+		},
+	}
+	create(t, hostClient().AppsV1().DaemonSets(ns).Create, ds)
+	eventually(t, 2*time.Minute, "one running DaemonSet pod per cluster", func(ctx context.Context) (bool, string, error) {
+		pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		running := map[string]int{}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if _, placed := p.Annotations[policyctl.PlacementAnnotation]; placed {
+				return false, "", fmt.Errorf("pod %s was placed by a policy: %v", p.Name, p.Annotations)
+			}
+			if podReady(p) {
+				running[p.Spec.NodeName]++
+			}
+		}
+		for _, m := range members {
+			if running[m] != 1 {
+				return false, fmt.Sprintf("running per cluster: %v", running), nil
+			}
+		}
+		return true, "", nil
+	})
 }

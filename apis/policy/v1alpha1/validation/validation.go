@@ -23,6 +23,7 @@ import (
 
 	"flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/workload"
 )
 
 // Messages shared with the CRD's validation rules, so that a field is
@@ -131,17 +132,31 @@ func unsupportedPropagationFields(spec *v1alpha1.PropagationSpec, p *field.Path)
 	return errs
 }
 
-// supportedKinds are the templates flotilla places (everything that makes
-// pods) and the objects that follow pods into their clusters.
-var supportedKinds = []string{
-	"apps/v1 Deployment", "apps/v1 StatefulSet", "apps/v1 ReplicaSet", "apps/v1 DaemonSet",
-	"batch/v1 Job", "batch/v1 CronJob",
-	"v1 Pod", "v1 ConfigMap", "v1 Secret", "v1 Service",
+// forwardedKinds are the objects that follow pods into their clusters and
+// may be selected as themselves, beside the workloads flotilla places.
+var forwardedKinds = []string{"v1 ConfigMap", "v1 Secret", "v1 Service"}
+
+// supportedKinds are the kinds a resource selector may name: the workloads
+// flotilla places and the objects that follow their pods.
+func supportedKinds() []string {
+	var out []string
+	for _, a := range workload.All() {
+		gvk := a.GroupVersionKind()
+		out = append(out, gvk.GroupVersion().String()+" "+gvk.Kind)
+	}
+	return append(out, forwardedKinds...)
 }
+
+// MsgDaemonSet says why a policy may not select a DaemonSet, and what to do
+// instead (docs/policies.md has the whole decision).
+const MsgDaemonSet = "flotilla does not place DaemonSets: on the host a DaemonSet runs one pod per virtual node, " +
+	"that is one per cluster, not one per node of the clusters as its users mean; " +
+	"install the DaemonSet in each member cluster instead, for example with its Helm chart"
 
 func validateResourceSelectors(selectors []v1alpha1.ResourceSelector, policyNamespace string, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	supported := sets.New(supportedKinds...)
+	kinds := supportedKinds()
+	supported := sets.New(kinds...)
 	for i := range selectors {
 		rs, ip := &selectors[i], p.Index(i)
 		switch {
@@ -149,10 +164,12 @@ func validateResourceSelectors(selectors []v1alpha1.ResourceSelector, policyName
 			errs = append(errs, field.Required(ip.Child("apiVersion"), ""))
 		case rs.Kind == "":
 			errs = append(errs, field.Required(ip.Child("kind"), ""))
+		case rs.APIVersion == "apps/v1" && rs.Kind == "DaemonSet":
+			errs = append(errs, field.Invalid(ip.Child("kind"), rs.Kind, MsgDaemonSet))
 		case !supported.Has(rs.APIVersion + " " + rs.Kind):
 			errs = append(errs, field.Invalid(ip.Child("kind"), rs.Kind, fmt.Sprintf(
 				"apiVersion %s kind %s is not supported by flotilla, which places %s",
-				rs.APIVersion, rs.Kind, strings.Join(supportedKinds, ", "))))
+				rs.APIVersion, rs.Kind, strings.Join(kinds, ", "))))
 		}
 		if rs.Namespace != "" {
 			if policyNamespace != "" && rs.Namespace != policyNamespace {
@@ -429,25 +446,12 @@ func validateOverrideSpec(spec *v1alpha1.OverrideSpec, policyNamespace string, p
 	return errs
 }
 
-// podTemplatePath is where a workload keeps the template of its pods; empty
-// for kinds that are not workloads. (The override package maps paths with
-// the same table.)
-func podTemplatePath(apiVersion, kind string) string {
-	switch apiVersion + " " + kind {
-	case "apps/v1 Deployment", "apps/v1 ReplicaSet", "apps/v1 StatefulSet", "apps/v1 DaemonSet", "batch/v1 Job":
-		return "/spec/template"
-	case "batch/v1 CronJob":
-		return "/spec/jobTemplate/spec/template"
-	}
-	return ""
-}
-
 // onlyWorkloads returns the selectors when they select only workloads, and
 // nil when they also select objects that are forwarded as themselves (or
 // everything, when there are none).
 func onlyWorkloads(selectors []v1alpha1.ResourceSelector) []v1alpha1.ResourceSelector {
 	for _, rs := range selectors {
-		if podTemplatePath(rs.APIVersion, rs.Kind) == "" {
+		if workload.PodTemplatePath(rs.APIVersion, rs.Kind) == "" {
 			return nil
 		}
 	}
@@ -462,7 +466,7 @@ func reachesPods(workloads []v1alpha1.ResourceSelector, path string, p *field.Pa
 		return nil
 	}
 	for _, rs := range workloads {
-		if prefix := podTemplatePath(rs.APIVersion, rs.Kind); !strings.HasPrefix(path, prefix+"/") {
+		if prefix := workload.PodTemplatePath(rs.APIVersion, rs.Kind); !strings.HasPrefix(path, prefix+"/") {
 			return field.ErrorList{field.Invalid(p, path, fmt.Sprintf(
 				"flotilla forwards a %s's pods, not the %s: only paths under /metadata/ and %s/ reach them",
 				rs.Kind, rs.Kind, prefix))}

@@ -123,11 +123,17 @@ func TestValidatePropagationPolicy(t *testing.T) {
 			change: func(p *v1alpha1.PropagationPolicy) {
 				p.Spec.ResourceSelectors[0] = v1alpha1.ResourceSelector{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}
 			},
-			want: []string{`spec.resourceSelectors[0].kind: Invalid value: "Ingress": apiVersion networking.k8s.io/v1 kind Ingress is not supported by flotilla, which places apps/v1 Deployment, apps/v1 StatefulSet, apps/v1 ReplicaSet, apps/v1 DaemonSet, batch/v1 Job, batch/v1 CronJob, v1 Pod, v1 ConfigMap, v1 Secret, v1 Service`},
+			want: []string{`spec.resourceSelectors[0].kind: Invalid value: "Ingress": apiVersion networking.k8s.io/v1 kind Ingress is not supported by flotilla, which places apps/v1 Deployment, apps/v1 ReplicaSet, apps/v1 StatefulSet, batch/v1 CronJob, batch/v1 Job, v1 Pod, v1 ConfigMap, v1 Secret, v1 Service`},
+		},
+		"a DaemonSet, which would run one pod per cluster": {
+			change: func(p *v1alpha1.PropagationPolicy) {
+				p.Spec.ResourceSelectors[0] = v1alpha1.ResourceSelector{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "node-exporter"}
+			},
+			want: []string{`spec.resourceSelectors[0].kind: Invalid value: "DaemonSet": ` + MsgDaemonSet},
 		},
 		"a kind under the wrong apiVersion": {
 			change: func(p *v1alpha1.PropagationPolicy) { p.Spec.ResourceSelectors[0].APIVersion = "extensions/v1beta1" },
-			want:   []string{`spec.resourceSelectors[0].kind: Invalid value: "Deployment": apiVersion extensions/v1beta1 kind Deployment is not supported by flotilla, which places apps/v1 Deployment, apps/v1 StatefulSet, apps/v1 ReplicaSet, apps/v1 DaemonSet, batch/v1 Job, batch/v1 CronJob, v1 Pod, v1 ConfigMap, v1 Secret, v1 Service`},
+			want:   []string{`spec.resourceSelectors[0].kind: Invalid value: "Deployment": apiVersion extensions/v1beta1 kind Deployment is not supported by flotilla, which places apps/v1 Deployment, apps/v1 ReplicaSet, apps/v1 StatefulSet, batch/v1 CronJob, batch/v1 Job, v1 Pod, v1 ConfigMap, v1 Secret, v1 Service`},
 		},
 		"missing kind": {
 			change: func(p *v1alpha1.PropagationPolicy) { p.Spec.ResourceSelectors[0].Kind = "" },

@@ -1,4 +1,8 @@
-package agent
+// Package hostpolicies is the I/O half of overrides for flotilla-node: it
+// reads the host's OverridePolicies and ClusterOverridePolicies, and the
+// metadata of the workloads pods belong to, from informer caches, and
+// applies them with package override to what is forwarded to a cluster.
+package hostpolicies
 
 import (
 	"context"
@@ -14,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -27,6 +30,7 @@ import (
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/override"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/workload"
 )
 
 var (
@@ -34,18 +38,6 @@ var (
 	clusterOverridePolicies = policyv1alpha1.GroupVersion.WithResource("clusteroverridepolicies")
 	podKind                 = corev1.SchemeGroupVersion.WithKind("Pod")
 )
-
-// ownerResources are the workload kinds a pod's template is found through,
-// by controller reference (a pod of a ReplicaSet of a Deployment is matched
-// as the Deployment), read as metadata only.
-var ownerResources = map[string]schema.GroupVersionResource{
-	"ReplicaSet":  {Group: "apps", Version: "v1", Resource: "replicasets"},
-	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
-	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
-	"DaemonSet":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
-	"Job":         {Group: "batch", Version: "v1", Resource: "jobs"},
-	"CronJob":     {Group: "batch", Version: "v1", Resource: "cronjobs"},
-}
 
 // overrides applies the host's override policies to forwarded pods, from
 // caches of the policies, of the workloads' metadata and of the virtual
@@ -91,13 +83,13 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 		owners:          map[string]cache.GenericLister{},
 		nodes:           nodes,
 	}
-	for kind, gvr := range ownerResources {
-		o.owners[kind] = mf.ForResource(gvr).Lister()
+	for _, a := range workload.Controllers() {
+		o.owners[a.GroupVersionKind().Kind] = mf.ForResource(a.Resource()).Lister()
 	}
 	var synced []cache.InformerSynced
 	synced = append(synced, df.ForResource(overridePolicies).Informer().HasSynced, df.ForResource(clusterOverridePolicies).Informer().HasSynced)
-	for _, gvr := range ownerResources {
-		synced = append(synced, mf.ForResource(gvr).Informer().HasSynced)
+	for _, a := range workload.Controllers() {
+		synced = append(synced, mf.ForResource(a.Resource()).Informer().HasSynced)
 	}
 	o.synced = func() bool {
 		for _, s := range synced {
@@ -121,7 +113,7 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 // it returns provider.ErrOverridesNotSynced, and the pod is forwarded once
 // they have: forwarding it without a policy that targets it could run what
 // the policy forbids.
-func (o *overrides) Pod(_ context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
+func (o *overrides) Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
 	if !o.synced() {
 		return nil, nil, provider.ErrOverridesNotSynced
 	}
@@ -133,7 +125,11 @@ func (o *overrides) Pod(_ context.Context, host *corev1.Pod, cluster string) (*c
 	if err != nil {
 		return nil, nil, fmt.Errorf("virtual node %s: %w", cluster, err)
 	}
-	out, applied, err := override.OverrideObject(host, podKind, o.template(host), override.ClusterFromNode(node), policies)
+	tpl, err := o.template(ctx, host)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, applied, err := override.OverrideObject(host, podKind, tpl, override.ClusterFromNode(node), policies)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,39 +182,29 @@ func fromUnstructured(obj runtime.Object, into runtime.Object) error {
 
 // template is what override policies' resource selectors match a pod as:
 // its outermost workload by controller reference, or the pod itself.
-func (o *overrides) template(pod *corev1.Pod) override.Template {
-	t := override.Template{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}
-	refs := pod.OwnerReferences
-	for range 4 {
-		ref := controllerOf(refs)
-		if ref == nil {
-			return t
-		}
-		lister, ok := o.owners[ref.Kind]
-		if !ok {
-			return t
-		}
-		obj, err := lister.ByNamespace(pod.Namespace).Get(ref.Name)
+func (o *overrides) template(ctx context.Context, pod *corev1.Pod) (override.Template, error) {
+	owners, err := workload.Owners(ctx, func(_ context.Context, a workload.Adapter, namespace, name string) (metav1.Object, error) {
+		obj, err := o.owners[a.GroupVersionKind().Kind].ByNamespace(namespace).Get(name)
 		if err != nil {
-			return t
+			return nil, err
 		}
 		m, ok := obj.(*metav1.PartialObjectMetadata)
-		if !ok || m.UID != ref.UID {
-			return t
+		if !ok {
+			return nil, fmt.Errorf("unexpected %T in the workload metadata cache", obj)
 		}
-		t = override.Template{APIVersion: ref.APIVersion, Kind: ref.Kind, Namespace: pod.Namespace, Name: ref.Name, Labels: m.Labels}
-		refs = m.OwnerReferences
+		return m, nil
+	}, pod)
+	if err != nil {
+		return override.Template{}, err
 	}
-	return t
-}
-
-func controllerOf(refs []metav1.OwnerReference) *metav1.OwnerReference {
-	for i := range refs {
-		if refs[i].Controller != nil && *refs[i].Controller {
-			return &refs[i]
-		}
+	t := override.Template{APIVersion: "v1", Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, Labels: pod.Labels}
+	if len(owners) > 0 {
+		top := owners[len(owners)-1]
+		gvk := top.Adapter.GroupVersionKind()
+		t = override.Template{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: pod.Namespace,
+			Name: top.Object.GetName(), Labels: top.Object.GetLabels()}
 	}
-	return nil
+	return t, nil
 }
 
 // overrideAPIPollInterval is how often flotilla-node looks for the override
@@ -232,9 +218,9 @@ type lazyOverrides struct {
 	o  *overrides
 }
 
-// startOverrides returns what applies override policies: ready at once when
+// Start returns what applies override policies: ready at once when
 // the host serves their API, otherwise found by polling in the background.
-func startOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1listers.NodeLister) (provider.Overrides, error) {
+func Start(ctx context.Context, hostConfig *rest.Config, nodes corev1listers.NodeLister) (provider.Overrides, error) {
 	o, err := newOverrides(ctx, hostConfig, nodes)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,90 @@
+package policyctl
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/sirupsen/logrus"
+
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+)
+
+// TestWebhookPlacesWhatAPolicySelects admits pods the way the API server
+// sends them: a pod of a Deployment and a bare pod a policy selects are
+// placed; a DaemonSet's pod, which no policy may select, passes unchanged.
+// None of them is refused with a server error.
+func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
+	pol := &policyv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "all", Namespace: "shop", UID: "pol"},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{
+				{APIVersion: "apps/v1", Kind: "Deployment"},
+				{APIVersion: "v1", Kind: "Pod", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}}},
+			},
+			Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}},
+		},
+	}
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), web, rs).
+		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		Build()
+	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
+		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
+
+	owned := func(kind, name, uid string) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(true)}}
+	}
+	for name, tc := range map[string]struct {
+		pod    *corev1.Pod
+		placed bool
+	}{
+		"a Deployment's pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-1-", Labels: map[string]string{"app": "web"},
+			OwnerReferences: owned("ReplicaSet", "web-1", "rs")}}, true},
+		"a bare pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent", Labels: map[string]string{"app": "agent"}}}, true},
+		"a DaemonSet's pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-", Labels: map[string]string{"app": "agent"},
+			OwnerReferences: owned("DaemonSet", "agent", "ds")}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.pod.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
+			raw, err := json.Marshal(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp := h.handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: raw},
+				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			}})
+			if !resp.Allowed {
+				t.Fatalf("pod refused: %v", resp.Result)
+			}
+			var cluster string
+			for _, op := range resp.Patches {
+				if strings.Contains(op.Path, "affinity") {
+					b, _ := json.Marshal(op.Value)
+					cluster = string(b)
+				}
+			}
+			if placed := strings.Contains(cluster, "beijing"); placed != tc.placed {
+				t.Errorf("placed on beijing = %v, want %v (patches %v, message %q)", placed, tc.placed, resp.Patches, resp.Result)
+			}
+		})
+	}
+}
