@@ -120,7 +120,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	// One member, one health check, however many virtual nodes ask.
-	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, clock.RealClock{})
+	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
 	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
 	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
 	var vns []*virtualNode

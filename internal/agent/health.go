@@ -20,9 +20,10 @@ var _ clusternode.HealthChecker = (*sharedHealth)(nil)
 // does, rather than fifty; an answer is at most maxAge older than the
 // check, which delays noticing a dark member by as much.
 type sharedHealth struct {
-	check  clusternode.HealthChecker
-	maxAge time.Duration
-	clock  clock.PassiveClock
+	check   clusternode.HealthChecker
+	maxAge  time.Duration
+	timeout time.Duration // of one request
+	clock   clock.PassiveClock
 
 	mu       sync.Mutex
 	at       time.Time // when the last answer came
@@ -30,8 +31,8 @@ type sharedHealth struct {
 	inflight chan struct{}
 }
 
-func newSharedHealth(check clusternode.HealthChecker, maxAge time.Duration, c clock.PassiveClock) *sharedHealth {
-	return &sharedHealth{check: check, maxAge: maxAge, clock: c}
+func newSharedHealth(check clusternode.HealthChecker, maxAge, timeout time.Duration, c clock.PassiveClock) *sharedHealth {
+	return &sharedHealth{check: check, maxAge: maxAge, timeout: timeout, clock: c}
 }
 
 // Healthy returns the member's health as of at most maxAge ago.
@@ -57,11 +58,25 @@ func (h *sharedHealth) Healthy(ctx context.Context) error {
 	h.inflight = ch
 	h.mu.Unlock()
 
-	err := h.check.Healthy(ctx)
-
+	// The request is the member's answer for every waiter, so it runs on
+	// a context of its own: a caller giving up (its node stopping, its
+	// deadline passing) must not hand every other virtual node a
+	// "context canceled" as the member's health.
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.timeout)
+		defer cancel()
+		err := h.check.Healthy(cctx)
+		h.mu.Lock()
+		h.at, h.err, h.inflight = h.clock.Now(), err, nil
+		h.mu.Unlock()
+		close(ch)
+	}()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-ch:
+	}
 	h.mu.Lock()
-	h.at, h.err, h.inflight = h.clock.Now(), err, nil
-	h.mu.Unlock()
-	close(ch)
-	return err
+	defer h.mu.Unlock()
+	return h.err
 }

@@ -34,7 +34,7 @@ func (c *countingHealth) Healthy(ctx context.Context) error {
 func TestSharedHealthAnswersFromOneRequestPerMaxAge(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	member := &countingHealth{}
-	h := newSharedHealth(member, 2500*time.Millisecond, clock)
+	h := newSharedHealth(member, 2500*time.Millisecond, time.Minute, clock)
 	ctx := t.Context()
 
 	// Fifty virtual nodes checking within the same interval: one request.
@@ -64,7 +64,7 @@ func TestSharedHealthAnswersFromOneRequestPerMaxAge(t *testing.T) {
 func TestSharedHealthWaitsForTheRequestInFlight(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	member := &countingHealth{err: errors.New("503"), release: make(chan struct{})}
-	h := newSharedHealth(member, time.Second, clock)
+	h := newSharedHealth(member, time.Second, time.Minute, clock)
 
 	first := make(chan error, 1)
 	go func() { first <- h.Healthy(t.Context()) }()
@@ -99,5 +99,38 @@ func TestSharedHealthWaitsForTheRequestInFlight(t *testing.T) {
 	}
 	if n := member.calls.Load(); n != 1 {
 		t.Errorf("requests = %d, want 1", n)
+	}
+}
+
+// TestSharedHealthOutlivesTheFirstCaller: the virtual node whose check
+// started the request gives up (its node stops); the others waiting on the
+// request get the member's answer, not the first caller's cancellation.
+func TestSharedHealthOutlivesTheFirstCaller(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	member := &countingHealth{release: make(chan struct{})}
+	h := newSharedHealth(member, time.Second, time.Minute, clock)
+
+	firstCtx, stopFirst := context.WithCancel(t.Context())
+	first := make(chan error, 1)
+	go func() { first <- h.Healthy(firstCtx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for member.calls.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first check never reached the member")
+		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline
+	}
+	second := make(chan error, 1)
+	go func() { second <- h.Healthy(t.Context()) }()
+	stopFirst()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Errorf("first caller: err = %v, want its own cancellation", err)
+	}
+	close(member.release) // the member answers: healthy
+	if err := <-second; err != nil {
+		t.Errorf("second caller got %v, want the member's answer (healthy)", err)
+	}
+	if err := h.Healthy(t.Context()); err != nil {
+		t.Errorf("cached answer = %v, want healthy", err)
 	}
 }
