@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -77,6 +78,11 @@ type Config struct {
 	StatusWorkers    int
 	HealthInterval   time.Duration
 	FailureThreshold int
+	// Health, when set, replaces the member's /readyz as the health check.
+	Health clusternode.HealthChecker
+	// BindAddress is where the kubelet endpoints listen (default: every
+	// address of the machine).
+	BindAddress string
 	// SyncTimeout bounds the wait for the member's caches before the
 	// virtual nodes register anyway (NotReady if the member is unreachable).
 	SyncTimeout time.Duration
@@ -97,16 +103,72 @@ type virtualNode struct {
 	handler http.Handler
 }
 
-// Run registers and serves every virtual node until ctx ends or one of them fails.
-func Run(ctx context.Context, cfg Config) error {
+// Agent runs the virtual nodes of one member. Like virtual-kubelet's
+// nodeutil.Node, Run returns only once everything it started (pod and node
+// controllers, workers, kubelet endpoints, informers) has stopped, so that
+// nothing of it writes after Run returns: a standby that takes over the
+// Lease never works beside it.
+type Agent struct {
+	cfg   Config
+	ready chan struct{}
+	done  chan struct{}
+	err   error // set before done is closed
+}
+
+// New checks cfg and returns an agent to Run.
+func New(cfg Config) (*Agent, error) {
 	if len(cfg.VirtualClusters) == 0 || cfg.Auth == nil || cfg.Kubelet == nil {
-		return errors.New("agent: VirtualClusters, Auth and Kubelet are required")
+		return nil, errors.New("agent: VirtualClusters, Auth and Kubelet are required")
 	}
+	return &Agent{cfg: cfg, ready: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Run registers and serves every virtual node until ctx ends or one of them
+// fails, and returns when all it started has stopped.
+func Run(ctx context.Context, cfg Config) error {
+	a, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// Ready is closed once every virtual node is registered and running.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Done is closed when Run has returned.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Err is what Run returned; only meaningful once Done is closed.
+func (a *Agent) Err() error {
+	<-a.done
+	return a.err
+}
+
+// Run registers and serves every virtual node until ctx ends or one of them
+// fails; it returns only once every controller, worker, server and informer
+// it started has stopped. An agent runs once.
+func (a *Agent) Run(ctx context.Context) (err error) {
+	cfg := a.cfg
+	ctx, stop := context.WithCancelCause(ctx)
 	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(stripManagedFields))
 	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(stripManagedFields))
-
+	factories := []informers.SharedInformerFactory{memberInformers, hostInformers}
 	broadcaster := record.NewBroadcaster()
-	defer broadcaster.Shutdown()
+	var wg sync.WaitGroup
+	defer func() {
+		// Everything stops on the cancelled context; Shutdown waits for
+		// the informers' goroutines, wg for the rest; the events they
+		// recorded on their way out are sent before the broadcaster goes.
+		stop(nil)
+		for _, f := range factories {
+			f.Shutdown()
+		}
+		wg.Wait()
+		broadcaster.Shutdown()
+		a.err = err
+		close(a.done)
+	}()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
 
 	var ovr provider.Overrides
@@ -120,7 +182,11 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	// One member, one health check, however many virtual nodes ask.
-	health := newSharedHealth(readyz{cfg.MemberClient}, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
+	var check clusternode.HealthChecker = readyz{cfg.MemberClient}
+	if cfg.Health != nil {
+		check = cfg.Health
+	}
+	health := newSharedHealth(check, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
 	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
 	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
 	var vns []*virtualNode
@@ -130,6 +196,7 @@ func Run(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
 		vns = append(vns, vn)
+		factories = append(factories, vn.factory)
 	}
 
 	if cfg.Registerer != nil {
@@ -149,13 +216,25 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	hostInformers.Start(ctx.Done())
 
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
+	running := make([]<-chan struct{}, 0, len(vns))
 	for _, vn := range vns {
 		vn.factory.Start(ctx.Done())
-		go vn.run(ctx, cfg, stop)
+		up := make(chan struct{})
+		running = append(running, up)
+		wg.Go(func() { vn.run(ctx, cfg, stop, &wg, up) })
 	}
+	wg.Go(func() {
+		for _, up := range running {
+			select {
+			case <-ctx.Done():
+				return
+			case <-up:
+			}
+		}
+		close(a.ready)
+	})
 	<-ctx.Done()
+	stop(nil) // a no-op if a virtual node failed first: its cause stays
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
@@ -274,14 +353,14 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 // run starts the virtual node's pieces in virtual-kubelet's order — pods
 // first, so that nothing is scheduled to a node that cannot take pods yet —
 // and stops the whole agent if one of them fails.
-func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelCauseFunc) {
+func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelCauseFunc, wg *sync.WaitGroup, up chan<- struct{}) {
 	ctx = log.WithLogger(ctx, log.G(ctx).WithField("node", vn.vc.Name))
 	fail := func(what string, err error) {
 		if err != nil && ctx.Err() == nil {
 			stop(fmt.Errorf("virtual node %s: %s: %w", vn.vc.Name, what, err))
 		}
 	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort("", strconv.Itoa(int(vn.vc.KubeletPort))), &tls.Config{
+	ln, err := tls.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(int(vn.vc.KubeletPort))), &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{cfg.ServingCert},
 		ClientAuth:   tls.RequestClientCert,
@@ -291,13 +370,13 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 		return
 	}
 	srv := &http.Server{Handler: vn.handler, ReadHeaderTimeout: 30 * time.Second}
-	go func() { fail("kubelet endpoint", ignoreClosed(srv.Serve(ln))) }()
-	go func() {
+	wg.Go(func() { fail("kubelet endpoint", ignoreClosed(srv.Serve(ln))) })
+	wg.Go(func() {
 		<-ctx.Done()
 		_ = srv.Close()
-	}()
+	})
 
-	go func() { fail("pod controller", vn.podCtl.Run(ctx, cfg.PodWorkers)) }()
+	wg.Go(func() { fail("pod controller", vn.podCtl.Run(ctx, cfg.PodWorkers)) })
 	select {
 	case <-ctx.Done():
 		return
@@ -311,9 +390,9 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 		fail("node controller", err)
 		return
 	}
-	go vn.pods.Run(ctx, vn.podCtl.Ready())
-	go vn.nodes.Run(ctx)
-	go func() { fail("node controller", nodeCtl.Run(ctx)) }()
+	wg.Go(func() { vn.pods.Run(ctx, vn.podCtl.Ready()) })
+	wg.Go(func() { vn.nodes.Run(ctx) })
+	wg.Go(func() { fail("node controller", nodeCtl.Run(ctx)) })
 	select {
 	case <-ctx.Done():
 	case <-nodeCtl.Ready():
@@ -321,6 +400,7 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 			log.G(ctx).WithError(err).Warn("cannot set the configured taints on the virtual node")
 		}
 		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
+		close(up)
 	}
 }
 
