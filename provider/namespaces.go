@@ -15,13 +15,15 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // namespaceMirror owns the member namespaces that forwarded pods land in.
 // A mapped namespace is created on first use with the host namespace's
 // labels and annotations, kept in step with them, and deleted when the host
-// namespace is deleted — but only if flotilla created it: an existing
+// namespace is deleted — but only if flotilla created it and nothing but
+// this virtual cluster's objects is left in it (see memberns): an existing
 // namespace (default, or one an administrator made) is used and never
 // modified or deleted.
 type namespaceMirror struct {
@@ -152,14 +154,20 @@ func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
 		if member.DeletionTimestamp != nil {
 			return nil
 		}
-		err := client.Delete(ctx, memberName, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(member.UID))})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		if err == nil {
+		// Deleted only if nothing but this virtual cluster's objects is
+		// left in it: another installation or partition may forward into
+		// the same member namespace.
+		owner := wellknown.Owner{Cluster: m.p.cfg.NodeName, Installation: m.p.cfg.Installation}
+		outcome, err := memberns.Release(ctx, m.p.cfg.MemberClient, member, owner, m.p.cfg.Clock)
+		switch {
+		case err != nil:
+			return err
+		case outcome == memberns.Deleted:
 			log.G(ctx).WithField("namespace", memberName).Info("deleted member namespace of a deleted host namespace")
+		case outcome == memberns.Kept:
+			log.G(ctx).WithField("namespace", memberName).Info("kept member namespace of a deleted host namespace: others' objects are in it")
 		}
-		return err
+		return nil
 	}
 	want := m.desired(memberName, host, hostName)
 	want.Labels[corev1.LabelMetadataName] = memberName

@@ -15,8 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -37,7 +39,8 @@ type RemoveConfig struct {
 // its member pod (so that its controller recreates it on another cluster),
 // deletes every member object these virtual nodes of this installation
 // created — pods, mirrored ConfigMaps, Secrets, ServiceAccounts, Services
-// and the namespaces flotilla created — and finally the virtual nodes and
+// and the namespaces flotilla created, unless others' objects are in them —
+// and finally the virtual nodes and
 // their leases. Member objects without flotilla's identity are never
 // touched. It may be run again after a failure.
 func Remove(ctx context.Context, cfg RemoveConfig) error {
@@ -53,7 +56,7 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 		}
 	}
 	for _, name := range cfg.Nodes {
-		own := labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: name, wellknown.InstallationLabel: cfg.Installation}).String()
+		own := wellknown.Owner{Cluster: name, Installation: cfg.Installation}.Selector().String()
 		hostPods, err := cfg.HostClient.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 		if err != nil {
@@ -98,18 +101,27 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 	// nothing of the virtual nodes is left when Remove returns.
 	var created []string
 	for _, name := range cfg.Nodes {
-		own := labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: name, wellknown.InstallationLabel: cfg.Installation,
-			wellknown.ManagedByLabel: wellknown.ManagedByValue}).String()
+		owner := wellknown.Owner{Cluster: name, Installation: cfg.Installation}
+		// Created by flotilla: all three identity labels, managed-by included.
+		own := labels.SelectorFromSet(owner.Labels()).String()
 		nss, err := cfg.MemberClient.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: own})
 		if err != nil {
 			return fmt.Errorf("list namespaces of virtual node %s: %w", name, err)
 		}
-		for _, ns := range nss.Items {
-			err := cfg.MemberClient.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(ns.UID))})
-			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return fmt.Errorf("delete member namespace %s: %w", ns.Name, err)
+		for i := range nss.Items {
+			ns := &nss.Items[i]
+			// A namespace another installation or partition also forwards
+			// into is left to it (see memberns), with an Event saying why.
+			outcome, err := memberns.Release(ctx, cfg.MemberClient, ns, owner, clock.RealClock{})
+			if err != nil {
+				return fmt.Errorf("virtual node %s: %w", name, err)
 			}
-			created = append(created, ns.Name)
+			switch outcome {
+			case memberns.Deleted:
+				created = append(created, ns.Name)
+			case memberns.Kept:
+				logger.WithField("node", name).WithField("namespace", ns.Name).Info("member namespace kept: others' objects are in it")
+			}
 		}
 	}
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, cfg.Timeout, true, func(ctx context.Context) (bool, error) {

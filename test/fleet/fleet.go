@@ -157,11 +157,25 @@ func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, memb
 // StartNode starts (or restarts) the flotilla-node of member, on the same
 // kubelet port as before.
 func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Process, error) {
+	return f.StartInstance(member, member, extraArgs...)
+}
+
+// StartInstance starts (or restarts) a flotilla-node named instance for
+// member: a second installation forwarding into the same member, say. It
+// runs as its own host user with its own cluster name (hence its own
+// leader Lease) and kubelet port; StartNode is the instance named after
+// the member. RemoveMember and Node take the instance name.
+func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*testworld.Process, error) {
 	m := f.World.Member(member)
 	if m == nil {
 		return nil, fmt.Errorf("no member %q", member)
 	}
-	hostKC, err := f.World.Host().UserKubeconfig(HostIdentity(member))
+	if instance != member {
+		if err := bind(context.Background(), f.World.Host().Client(), rbac.HostClusterRole().Name, HostIdentity(instance)); err != nil {
+			return nil, fmt.Errorf("host binding for %s: %w", instance, err)
+		}
+	}
+	hostKC, err := f.World.Host().UserKubeconfig(HostIdentity(instance))
 	if err != nil {
 		return nil, err
 	}
@@ -169,26 +183,30 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 	if err != nil {
 		return nil, err
 	}
-	if err := f.grantNodes(member, append(append([]string(nil), f.MemberArgs[member]...), extraArgs...)); err != nil {
+	memberArgs := f.MemberArgs[member]
+	if instance != member {
+		memberArgs = nil
+	}
+	if err := f.grantNodes(instance, append(append([]string(nil), memberArgs...), extraArgs...)); err != nil {
 		return nil, err
 	}
 	// The host apiserver verifies kubelet endpoints against the host CA
 	// (--kubelet-certificate-authority), as does the host's metrics-server.
-	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(member), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
+	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(instance), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	port, ok := f.ports[member]
+	port, ok := f.ports[instance]
 	if !ok {
 		if port, err = f.World.FreePort(); err != nil {
 			return nil, err
 		}
-		f.ports[member] = port
+		f.ports[instance] = port
 	}
 	args := []string{
-		"--cluster-name=" + member,
+		"--cluster-name=" + instance,
 		"--host-kubeconfig=" + hostKC,
 		"--member-kubeconfig=" + memberKC,
 		"--node-ip=" + testworld.AdvertiseIP,
@@ -198,13 +216,13 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 		"--client-ca-file=" + f.World.Host().CAFile,
 		"--member-health-interval=1s",
 	}
-	args = append(append(append(args, f.ExtraArgs...), f.MemberArgs[member]...), extraArgs...)
-	f.args[member] = args
-	p, err := f.World.StartProcess("flotilla-node-"+member+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
+	args = append(append(append(args, f.ExtraArgs...), memberArgs...), extraArgs...)
+	f.args[instance] = args
+	p, err := f.World.StartProcess("flotilla-node-"+instance+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
-		return nil, fmt.Errorf("start flotilla-node for %s: %w", member, err)
+		return nil, fmt.Errorf("start flotilla-node %s for %s: %w", instance, member, err)
 	}
-	f.nodes[member] = p
+	f.nodes[instance] = p
 	return p, nil
 }
 
