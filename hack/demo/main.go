@@ -87,7 +87,6 @@ func exitCode(ctx context.Context, err error) int {
 
 func run(ctx context.Context) error {
 	logf := func(format string, args ...any) { fmt.Printf("demo: "+format+"\n", args...) }
-	began := time.Now()
 
 	root, err := testworld.RepoRoot()
 	if err != nil {
@@ -143,14 +142,14 @@ func run(ctx context.Context) error {
 	}
 
 	kubeconfig := w.Host().KubeconfigPath
-	kubectl := func(args ...string) error {
+	kubectlIn := func(c *testworld.Cluster, args ...string) error {
 		cmd := exec.CommandContext(ctx, bin.Kubectl, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}
 	for _, file := range []string{"web.yaml", "edge-app.yaml"} {
-		if err := kubectl("apply", "-f", filepath.Join(root, "examples", file)); err != nil {
+		if err := kubectlIn(w.Host(), "apply", "-f", filepath.Join(root, "examples", file)); err != nil {
 			return err
 		}
 	}
@@ -177,13 +176,25 @@ func run(ctx context.Context) error {
 		}
 		return err
 	}
-	fmt.Println()
-	if err := kubectl("get", "nodes", "-L", "location"); err != nil {
-		return err
-	}
-	fmt.Println()
-	if err := kubectl("get", "propagationpolicies", "-A"); err != nil {
-		return err
+	// What a newcomer should see, each under a line that says why.
+	for _, step := range []struct {
+		title string
+		in    *testworld.Cluster
+		args  []string
+	}{
+		{"The host's nodes: one virtual node per cloud member cluster, one per branch of the KubeEdge member.",
+			w.Host(), []string{"get", "nodes"}},
+		{"The KubeEdge member's own nodes: examples/kubeedge-nodeconfig.yaml partitions them by location.",
+			w.Member(edgeMember), []string{"get", "nodes", "-L", "location"}},
+		{"The policy in the host, reconciled by flotilla-policy.",
+			w.Host(), []string{"get", "propagationpolicies", "-A"}},
+		{"In the KubeEdge member, each branch's pods run in a namespace of its own, on that branch's nodes.",
+			w.Member(edgeMember), []string{"get", "pods", "-A", "-o", "wide"}},
+	} {
+		fmt.Printf("\n%s\n\n", step.title)
+		if err := kubectlIn(step.in, step.args...); err != nil {
+			return err
+		}
 	}
 	fmt.Println()
 	printPlacement(os.Stdout, want, got, nodes)
@@ -195,7 +206,7 @@ func run(ctx context.Context) error {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		return err
 	}
-	fmt.Printf("\nflotilla is ready (%s after start). From another shell (as root):\n\n", time.Since(began).Round(time.Second))
+	fmt.Printf("\nflotilla is ready. From another shell (as root):\n\n")
 	fmt.Printf("  KUBECONFIG=%s %s get pods -A -o wide\n\n", kubeconfig, wrapper)
 	for _, m := range w.Members() {
 		fmt.Printf("  member %-9s KUBECONFIG=%s %s get pods -A -o wide\n", m.Name, m.KubeconfigPath, wrapper)
