@@ -59,7 +59,17 @@ func main() {
 // reachable, then runs the demo in the world's private network namespace.
 func outside(ctx context.Context) int {
 	fmt.Println("demo: building the test world's binaries (the first time takes about 10 minutes)")
-	if err := fleet.Prepare(ctx); err != nil {
+	if _, err := testworld.Binaries(ctx); err != nil {
+		return exitCode(ctx, err)
+	}
+	dir, err := binDir()
+	if err != nil {
+		return exitCode(ctx, err)
+	}
+	if _, err := fleet.BuildNode(ctx, dir); err != nil {
+		return exitCode(ctx, err)
+	}
+	if _, err := fleet.BuildPolicy(ctx, dir); err != nil {
 		return exitCode(ctx, err)
 	}
 	_, code, err := testworld.ReexecInNetns()
@@ -73,6 +83,18 @@ func outside(ctx context.Context) int {
 		return 0
 	}
 	return code
+}
+
+// binDir is where flotilla-node and flotilla-policy are built: beside the
+// demo's own binary, so that a later run with unchanged sources does not
+// link them again, and the child in the network namespace, which cannot
+// build, finds them.
+func binDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the demo's binary: %w", err)
+	}
+	return filepath.Dir(exe), nil
 }
 
 // exitCode is 0 for success and for any error caused by the stop the user
@@ -116,14 +138,11 @@ func run(ctx context.Context) error {
 	}
 	defer w.Stop()
 	dir := w.Dir() // removed by Stop, also on Ctrl-C
-	nodeBin, err := fleet.BuildNode(ctx, dir)
+	flotillaBin, err := binDir()
 	if err != nil {
 		return err
 	}
-	policyBin, err := fleet.BuildPolicy(ctx, dir)
-	if err != nil {
-		return err
-	}
+	nodeBin, policyBin := filepath.Join(flotillaBin, "flotilla-node"), filepath.Join(flotillaBin, "flotilla-policy")
 	f, err := fleet.DeployOnly(ctx, w, nodeBin, clouds)
 	if err != nil {
 		return err
