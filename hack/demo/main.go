@@ -40,6 +40,17 @@ var branches = []string{"beijing", "hangzhou"}
 // settleTimeout bounds the wait for the workloads to run where they should.
 const settleTimeout = 3 * time.Minute
 
+// workloads are the examples the demo applies and where their pods must
+// run: a unit test keeps this in step with the files.
+func workloads() []workload {
+	return []workload{
+		{Namespace: "default", App: "web", How: "the host scheduler, spread evenly over the cloud clusters (examples/web.yaml)",
+			Want: map[string]int{"beijing": 10, "hangzhou": 10, "shenzhen": 10}},
+		{Namespace: "edge", App: "edge-app", How: "PropagationPolicy edge/edge-app, static weights 2:1 over the branches (examples/edge-app.yaml)",
+			Want: map[string]int{"ke-beijing-cluster": 4, "ke-hangzhou-cluster": 2}},
+	}
+}
+
 func main() {
 	// Ctrl-C and SIGTERM are how the demo is meant to end, so they end it
 	// with status 0 once everything is stopped, in this process and in its
@@ -181,12 +192,7 @@ func run(ctx context.Context) error {
 	for _, p := range partitions {
 		nodes = append(nodes, virtualNode{Name: p, Member: edgeMember})
 	}
-	want := []workload{
-		{Namespace: "default", App: "web", How: "the host scheduler, spread evenly over the cloud clusters (examples/web.yaml)",
-			Want: map[string]int{"beijing": 10, "hangzhou": 10, "shenzhen": 10}},
-		{Namespace: "edge", App: "edge-app", How: "PropagationPolicy edge/edge-app, static weights 2:1 over the branches (examples/edge-app.yaml)",
-			Want: map[string]int{"ke-beijing-cluster": 4, "ke-hangzhou-cluster": 2}},
-	}
+	want := workloads()
 	got, err := waitPlacement(ctx, w, want, settleTimeout)
 	if err != nil {
 		if ctx.Err() == nil {
