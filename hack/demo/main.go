@@ -1,7 +1,13 @@
-// Command demo starts a host cluster and three member clusters on this
-// machine, runs one flotilla-node per member, applies examples/web.yaml to
-// the host and shows its 30 pods running across the three virtual nodes. It
-// leaves everything running until Ctrl-C.
+// Command demo shows flotilla on this machine: a host cluster, three cloud
+// member clusters (beijing, hangzhou, shenzhen) each seen as one virtual
+// node, and a KubeEdge member split by node label into two virtual nodes
+// (ke-beijing-cluster, ke-hangzhou-cluster), with one flotilla-node per
+// member and flotilla-policy in the host. It applies examples/web.yaml,
+// which the host scheduler spreads over the cloud clusters, and
+// examples/edge-app.yaml, which a PropagationPolicy divides 2:1 over the
+// branches; waits until their pods run in the members; prints where they
+// went; and leaves everything running until Ctrl-C, which stops it all and
+// exits 0.
 package main
 
 import (
@@ -14,38 +20,105 @@ import (
 	"syscall"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
+	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 )
 
-var members = []string{"beijing", "hangzhou", "shenzhen"}
+// clouds are the member clusters that are one virtual node each.
+var clouds = []string{"beijing", "hangzhou", "shenzhen"}
 
-func main() {
-	// Build (or find cached) binaries before entering the private network
-	// namespace: inside it the module proxy is out of reach.
-	if !testworld.InNetns() {
-		fmt.Println("demo: building the test world's binaries (the first time takes about 10 minutes)")
-		if err := fleet.Prepare(context.Background()); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-			os.Exit(1)
-		}
+// edgeMember is the KubeEdge member; examples/kubeedge-nodeconfig.yaml
+// partitions it by its nodes' location label.
+const edgeMember = "kubeedge"
+
+// branches are the locations of edgeMember's nodes, two nodes each.
+var branches = []string{"beijing", "hangzhou"}
+
+// settleTimeout bounds the wait for the workloads to run where they should.
+const settleTimeout = 3 * time.Minute
+
+// workloads are the examples the demo applies and where their pods must
+// run: a unit test keeps this in step with the files.
+func workloads() []workload {
+	return []workload{
+		{Namespace: "default", App: "web", How: "the host scheduler, spread evenly over the cloud clusters (examples/web.yaml)",
+			Want: map[string]int{"beijing": 10, "hangzhou": 10, "shenzhen": 10}},
+		{Namespace: "edge", App: "edge-app", How: "PropagationPolicy edge/edge-app, static weights 2:1 over the branches (examples/edge-app.yaml)",
+			Want: map[string]int{"ke-beijing-cluster": 4, "ke-hangzhou-cluster": 2}},
 	}
-	os.Exit(testworld.RunInNetns(func() int {
-		if err := run(); err != nil {
-			fmt.Fprintln(os.Stderr, "demo:", err)
-			return 1
-		}
-		return 0
-	}))
 }
 
-func run() error {
+func main() {
+	// Ctrl-C and SIGTERM are how the demo is meant to end, so they end it
+	// with status 0 once everything is stopped, in this process and in its
+	// re-executed child alike.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if testworld.InNetns() {
+		os.Exit(testworld.RunInNetns(func() int { return exitCode(ctx, run(ctx)) }))
+	}
+	restore := takeTerminal()
+	code := outside(ctx)
+	restore()
+	os.Exit(code)
+}
+
+// outside builds what the world needs while the module proxy is still
+// reachable, then runs the demo in the world's private network namespace.
+func outside(ctx context.Context) int {
+	fmt.Println("demo: building the test world's binaries (the first time takes about 10 minutes)")
+	if _, err := testworld.Binaries(ctx); err != nil {
+		return exitCode(ctx, err)
+	}
+	dir, err := binDir()
+	if err != nil {
+		return exitCode(ctx, err)
+	}
+	if _, err := fleet.BuildNode(ctx, dir); err != nil {
+		return exitCode(ctx, err)
+	}
+	if _, err := fleet.BuildPolicy(ctx, dir); err != nil {
+		return exitCode(ctx, err)
+	}
+	_, code, err := testworld.ReexecInNetns()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	if ctx.Err() != nil && (code == 128+int(syscall.SIGINT) || code == 128+int(syscall.SIGTERM)) {
+		// The test world stops itself on a signal and exits with 128+signal;
+		// here that is the normal end.
+		return 0
+	}
+	return code
+}
+
+// binDir is where flotilla-node and flotilla-policy are built: beside the
+// demo's own binary, so that a later run with unchanged sources does not
+// link them again, and the child in the network namespace, which cannot
+// build, finds them.
+func binDir() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("find the demo's binary: %w", err)
+	}
+	return filepath.Dir(exe), nil
+}
+
+// exitCode is 0 for success and for any error caused by the stop the user
+// asked for, 1 otherwise.
+func exitCode(ctx context.Context, err error) int {
+	if err == nil || ctx.Err() != nil {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "demo:", err)
+	return 1
+}
+
+func run(ctx context.Context) error {
 	logf := func(format string, args ...any) { fmt.Printf("demo: "+format+"\n", args...) }
 
 	root, err := testworld.RepoRoot()
@@ -57,22 +130,39 @@ func run() error {
 		return err
 	}
 	cfg := testworld.Config{Bin: &bin, Logf: logf}
-	for _, name := range members {
+	for _, name := range clouds {
 		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: []testworld.NodeSpec{
 			{Name: name + "-node-1"}, {Name: name + "-node-2"},
 		}})
 	}
+	edge := testworld.ClusterConfig{Name: edgeMember}
+	for _, loc := range branches {
+		for i := 1; i <= 2; i++ {
+			edge.Nodes = append(edge.Nodes, testworld.NodeSpec{
+				Name: fmt.Sprintf("%s-edge-%d", loc, i), Labels: map[string]string{"location": loc}})
+		}
+	}
+	cfg.Members = append(cfg.Members, edge)
 	w, err := testworld.Start(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
 	dir := w.Dir() // removed by Stop, also on Ctrl-C
-	nodeBin, err := fleet.BuildNode(ctx, dir)
+	flotillaBin, err := binDir()
 	if err != nil {
 		return err
 	}
-	if _, err := fleet.Deploy(ctx, w, nodeBin); err != nil {
+	nodeBin, policyBin := filepath.Join(flotillaBin, "flotilla-node"), filepath.Join(flotillaBin, "flotilla-policy")
+	f, err := fleet.DeployOnly(ctx, w, nodeBin, clouds)
+	if err != nil {
+		return err
+	}
+	partitions, err := startEdge(ctx, f, filepath.Join(root, "examples", "kubeedge-nodeconfig.yaml"))
+	if err != nil {
+		return err
+	}
+	if _, err := f.StartPolicy(ctx, policyBin); err != nil {
 		return err
 	}
 	// metrics-server in every cluster, so that `kubectl top` works in the
@@ -82,41 +172,57 @@ func run() error {
 	}
 
 	kubeconfig := w.Host().KubeconfigPath
-	kubectl := func(args ...string) error {
+	kubectlIn := func(c *testworld.Cluster, args ...string) error {
 		cmd := exec.CommandContext(ctx, bin.Kubectl, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}
-	if err := kubectl("apply", "-f", filepath.Join(root, "examples", "web.yaml")); err != nil {
-		return err
+	for _, file := range []string{"web.yaml", "edge-app.yaml"} {
+		if err := kubectlIn(w.Host(), "apply", "-f", filepath.Join(root, "examples", file)); err != nil {
+			return err
+		}
 	}
-	logf("waiting for 30 pods to run across the member clusters")
-	host := w.Host().Client()
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := host.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
-		if err != nil {
-			return false, nil
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == 30, nil
-	})
+
+	logf("waiting for the pods to run in the member clusters")
+	var nodes []virtualNode
+	for _, c := range clouds {
+		nodes = append(nodes, virtualNode{Name: c, Member: c})
+	}
+	for _, p := range partitions {
+		nodes = append(nodes, virtualNode{Name: p, Member: edgeMember})
+	}
+	want := workloads()
+	got, err := waitPlacement(ctx, w, want, settleTimeout)
 	if err != nil {
-		return fmt.Errorf("pods did not all run: %w", err)
-	}
-	fmt.Println()
-	if err := kubectl("get", "nodes", "-o", "wide"); err != nil {
+		if ctx.Err() == nil {
+			fmt.Println()
+			printPlacement(os.Stdout, want, got, nodes)
+		}
 		return err
 	}
-	fmt.Println()
-	if err := kubectl("get", "pods", "-o", "wide"); err != nil {
-		return err
+	// What a newcomer should see, each under a line that says why.
+	for _, step := range []struct {
+		title string
+		in    *testworld.Cluster
+		args  []string
+	}{
+		{"The host's nodes: one virtual node per cloud member cluster, one per branch of the KubeEdge member.",
+			w.Host(), []string{"get", "nodes"}},
+		{"The KubeEdge member's own nodes: examples/kubeedge-nodeconfig.yaml partitions them by location.",
+			w.Member(edgeMember), []string{"get", "nodes", "-L", "location"}},
+		{"The policy in the host, reconciled by flotilla-policy.",
+			w.Host(), []string{"get", "propagationpolicies", "-A"}},
+		{"In the KubeEdge member, each branch's pods run in a namespace of its own, on that branch's nodes.",
+			w.Member(edgeMember), []string{"get", "pods", "-A", "-o", "wide"}},
+	} {
+		fmt.Printf("\n%s\n\n", step.title)
+		if err := kubectlIn(step.in, step.args...); err != nil {
+			return err
+		}
 	}
+	fmt.Println()
+	printPlacement(os.Stdout, want, got, nodes)
 
 	// The clusters listen inside this process's private network namespace;
 	// the wrapper enters it so kubectl from any shell can reach them.
@@ -125,8 +231,8 @@ func run() error {
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		return err
 	}
-	fmt.Printf("\nflotilla is running. From another shell (as root):\n\n")
-	fmt.Printf("  KUBECONFIG=%s %s get pods -o wide\n\n", kubeconfig, wrapper)
+	fmt.Printf("\nflotilla is ready. From another shell (as root):\n\n")
+	fmt.Printf("  KUBECONFIG=%s %s get pods -A -o wide\n\n", kubeconfig, wrapper)
 	for _, m := range w.Members() {
 		fmt.Printf("  member %-9s KUBECONFIG=%s %s get pods -A -o wide\n", m.Name, m.KubeconfigPath, wrapper)
 	}
@@ -134,4 +240,44 @@ func run() error {
 	<-ctx.Done()
 	logf("stopping")
 	return nil
+}
+
+// startEdge starts the KubeEdge member's flotilla-node with the partitions
+// of the example configuration, each on a kubelet port of the world's, and
+// waits until their virtual nodes are Ready. It returns their names.
+func startEdge(ctx context.Context, f *fleet.Fleet, example string) ([]string, error) {
+	b, err := os.ReadFile(example)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nodeconfig.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", example, err)
+	}
+	var names []string
+	for i := range nc.VirtualClusters {
+		port, err := f.World.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		nc.VirtualClusters[i].KubeletPort = int32(port)
+		names = append(names, nc.VirtualClusters[i].Name)
+	}
+	out, err := yaml.Marshal(nc)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(f.World.Dir(), "kubeedge-nodeconfig.yaml")
+	if err := os.WriteFile(path, out, 0o600); err != nil {
+		return nil, err
+	}
+	if _, err := f.StartNode(edgeMember, "--config="+path); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if err := f.WaitVirtualNodeReady(ctx, edgeMember, n, 2*time.Minute); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
 }
