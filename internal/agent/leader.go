@@ -3,7 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
@@ -35,19 +35,35 @@ var errLostLease = errors.New("lost the leader Lease")
 // ctx ends or the Lease is lost. A standby taking over adopts the member
 // pods of its predecessor by their identity labels (as after a restart),
 // so a takeover moves no pod.
+//
+// The Lease is held, and renewed, until fn has returned: on a stop, fn is
+// cancelled first and the Lease released only once it is done, so a
+// standby never starts beside writes still in flight. A Lease lost to
+// failed renewals cancels fn at once; the standby can take it only a
+// LeaseDuration after the last renewal, a third of it after fn is told.
 func RunAsLeader(ctx context.Context, cfg LeaderConfig, fn func(context.Context) error) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 		Client:     cfg.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// work ends fn; elect runs the elector, which outlives ctx while fn
+	// is still running.
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	elect, stopElect := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElect()
+	var mu sync.Mutex
+	started := false
 	done := make(chan error, 1)
-	// Set when fn starts; if ctx ends in the instant between acquiring the
-	// Lease and that, fn may still start and returns at once on its
-	// cancelled context.
-	var started atomic.Bool
+	stopWatch := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			stopElect() // a standby just leaves
+		}
+	})
+	defer stopWatch()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -56,13 +72,25 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, fn func(context.Context)
 		ReleaseOnCancel: true,
 		Name:            cfg.Name,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				started.Store(true)
+			OnStartedLeading: func(leading context.Context) {
+				mu.Lock()
+				if ctx.Err() != nil {
+					mu.Unlock()
+					stopElect()
+					return
+				}
+				started = true
+				mu.Unlock()
+				// fn stops when ctx ends or the Lease is lost (leading ends).
+				fnCtx, cancel := context.WithCancel(work)
+				defer cancel()
+				stopOnLoss := context.AfterFunc(leading, cancel)
+				defer stopOnLoss()
 				log.G(ctx).WithField("lease", cfg.Namespace+"/"+cfg.Name).Info("active: holding the leader Lease")
-				done <- fn(ctx)
-				cancel()
+				done <- fn(fnCtx)
+				stopElect() // fn is done: now the Lease may go
 			},
-			OnStoppedLeading: func() { cancel() },
+			OnStoppedLeading: stopWork,
 			OnNewLeader: func(id string) {
 				if id != cfg.Identity {
 					log.G(ctx).WithField("leader", id).Info("standby: another flotilla-node is active")
@@ -73,8 +101,11 @@ func RunAsLeader(ctx context.Context, cfg LeaderConfig, fn func(context.Context)
 	if err != nil {
 		return err
 	}
-	le.Run(runCtx)
-	if !started.Load() {
+	le.Run(elect)
+	mu.Lock()
+	ran := started
+	mu.Unlock()
+	if !ran {
 		return ctx.Err()
 	}
 	err = <-done
