@@ -3,6 +3,7 @@ package policyctl
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -78,59 +79,38 @@ func TestStoredDaemonSetPolicyIsNotReady(t *testing.T) {
 	}
 }
 
-// TestListErrorKeepsStatus: when the templates cannot be listed the
-// reconcile fails and is retried; the status is not rewritten without them.
-func TestListErrorKeepsStatus(t *testing.T) {
-	pol := webPolicy(deploymentSelector)
-	fail := false
-	r, c := reconcilerFor(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-		if _, ok := list.(*appsv1.DeploymentList); ok && fail {
-			return errors.New("connection refused")
-		}
-		return c.List(ctx, list, opts...)
-	}}, pol, webDeployment(), virtualNode("beijing"))
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}
-	if _, err := r.reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	fail = true
-	if _, err := r.reconcile(t.Context(), req); err == nil {
-		t.Errorf("reconcile succeeded although the templates could not be listed")
-	}
-	got := &policyv1alpha1.PropagationPolicy{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Status.MatchedTemplates != 1 || len(got.Status.Templates) != 1 {
-		t.Errorf("status lost its template after a failed List: %+v", got.Status)
-	}
-}
-
-// TestPolicyReadErrorIsNotAnotherPolicy: when the policies cannot be read,
-// the reconcile fails rather than reporting the template as won by another
-// policy (and dropping it from the status).
-func TestPolicyReadErrorIsNotAnotherPolicy(t *testing.T) {
-	pol := webPolicy(deploymentSelector)
-	fail := false
-	r, c := reconcilerFor(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-		if _, ok := list.(*policyv1alpha1.ClusterPropagationPolicyList); ok && fail {
-			return errors.New("the server is currently unable to handle the request")
-		}
-		return c.List(ctx, list, opts...)
-	}}, pol, webDeployment(), virtualNode("beijing"))
-	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}
-	if _, err := r.reconcile(t.Context(), req); err != nil {
-		t.Fatal(err)
-	}
-	fail = true
-	if _, err := r.reconcile(t.Context(), req); err == nil {
-		t.Errorf("reconcile succeeded although the policies could not be read")
-	}
-	got := &policyv1alpha1.PropagationPolicy{}
-	if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Status.Templates) != 1 {
-		t.Errorf("status dropped the template when the policies could not be read: %+v", got.Status)
+// TestReadErrorsKeepStatus: when the templates or the policies cannot be
+// read, the reconcile fails and is retried; the status is not rewritten
+// without the template (a failed policy read is not "another policy wins").
+func TestReadErrorsKeepStatus(t *testing.T) {
+	for name, failing := range map[string]client.ObjectList{
+		"templates": &appsv1.DeploymentList{},
+		"policies":  &policyv1alpha1.ClusterPropagationPolicyList{},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pol := webPolicy(deploymentSelector)
+			fail := false
+			r, c := reconcilerFor(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+				if fail && reflect.TypeOf(list) == reflect.TypeOf(failing) {
+					return errors.New("the server is currently unable to handle the request")
+				}
+				return c.List(ctx, list, opts...)
+			}}, pol, webDeployment(), virtualNode("beijing"))
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}
+			if _, err := r.reconcile(t.Context(), req); err != nil {
+				t.Fatal(err)
+			}
+			fail = true
+			if _, err := r.reconcile(t.Context(), req); err == nil {
+				t.Errorf("reconcile succeeded although the %s could not be read", name)
+			}
+			got := &policyv1alpha1.PropagationPolicy{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status.MatchedTemplates != 1 || len(got.Status.Templates) != 1 {
+				t.Errorf("status lost its template after a failed read of the %s: %+v", name, got.Status)
+			}
+		})
 	}
 }
