@@ -171,8 +171,17 @@ func (p *Provider) Node() *corev1.Node {
 	return p.buildLocked()
 }
 
+// Reachable reports what the node's Ready condition says (the member
+// answers), without building the node from the member's pods: for a
+// metrics scrape.
+func (p *Provider) Reachable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failures < p.cfg.FailureThreshold
+}
+
 func (p *Provider) buildLocked() *corev1.Node {
-	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError}
+	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError} // as Reachable
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
 	snap.Pods, _ = p.pods.List(labels.Everything())
 	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())

@@ -132,6 +132,11 @@ func TestHealthTransitionsArePublished(t *testing.T) {
 			case n := <-published:
 				c := n.Status.Conditions[0]
 				if c.Status == status && strings.Contains(c.Message, message) {
+					// The metrics' readiness, read without building the
+					// node, says what the node says.
+					if p.Reachable() != (status == corev1.ConditionTrue) {
+						t.Errorf("%s: Reachable() = %v, node Ready = %s", what, p.Reachable(), status)
+					}
 					return
 				}
 			case <-time.After(time.Millisecond):

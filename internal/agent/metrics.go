@@ -2,9 +2,6 @@ package agent
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
-
-	"flotilla.io/flotilla/internal/podstate"
 )
 
 var (
@@ -30,13 +27,13 @@ func (g nodeGauges) Describe(ch chan<- *prometheus.Desc) {
 func (g nodeGauges) Collect(ch chan<- prometheus.Metric) {
 	for _, vn := range g {
 		ch <- prometheus.MustNewConstMetric(podsDesc, prometheus.GaugeValue, float64(vn.pods.ForwardedPods()), vn.vc.Name)
-		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, nodeReadyValue(vn.nodes.Node()), vn.vc.Name)
+		ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, boolValue(vn.nodes.Reachable()), vn.vc.Name)
 		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(vn.pods.Backlog()), vn.vc.Name)
 	}
 }
 
-func nodeReadyValue(n *corev1.Node) float64 {
-	if podstate.NodeReady(n) {
+func boolValue(b bool) float64 {
+	if b {
 		return 1
 	}
 	return 0

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -75,6 +76,7 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 		return false, nil, nil // on to the tracker: the create succeeds
 	})
 	host := fake.NewClientset()
+	reg := prometheus.NewRegistry()
 	a, err := New(Config{
 		HostClient: host, MemberClient: member, Installation: "test",
 		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
@@ -84,7 +86,7 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 			return provider.Kubelet{Provider: p}
 		},
 		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
-		SyncTimeout: 10 * time.Second, Health: healthy{},
+		SyncTimeout: 10 * time.Second, Health: healthy{}, Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +95,17 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 	defer cancel()
 	go func() { _ = a.Run(ctx) }()
 	waitClosed(t, a.Ready(), "virtual node running")
+	gauges := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		gauges[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	if gauges["flotilla_node_ready"] != 1 || gauges["flotilla_node_pods"] != 0 || gauges["flotilla_node_forward_backlog"] != 0 {
+		t.Errorf("gauges of a running, empty virtual node = %v", gauges)
+	}
 
 	_, err = host.CoreV1().Pods("default").Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "uid-web"},
