@@ -1,0 +1,256 @@
+package provider
+
+import (
+	"context"
+	"maps"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// runningStatus is the status a member kubelet reports for a started pod.
+func runningStatus() corev1.PodStatus {
+	now := metav1.Now()
+	return corev1.PodStatus{
+		Phase: corev1.PodRunning,
+		PodIP: "10.0.0.7",
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue},
+		},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "c", Image: "img:1", Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		}},
+	}
+}
+
+// runMemberPod makes the member pod of a forwarded host pod run, as the
+// member's kubelet would, and waits for the host pod to show it.
+func (w *harness) runMemberPod(namespace, name string) {
+	w.t.Helper()
+	var m *corev1.Pod
+	w.eventually("member pod "+namespace+"/"+name, func() bool {
+		var err error
+		m, err = w.memberPod(namespace, name)
+		return err == nil
+	})
+	m = m.DeepCopy()
+	m.Status = runningStatus()
+	if _, err := w.member.CoreV1().Pods(namespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	w.eventually("host pod "+name+" running", func() bool { return w.hostPhase(name) == corev1.PodRunning })
+}
+
+func TestCreateForwardsTranslatedPod(t *testing.T) {
+	w := newHarness(t, func(c *harnessConfig) {
+		c.mapper = Suffix(testNode)
+		c.partition = &metav1.LabelSelector{MatchLabels: map[string]string{"location": "beijing"}}
+	})
+	w.createHostPod(boundPod("web", func(p *corev1.Pod) {
+		p.Spec.NodeSelector = map[string]string{wellknown.ClusterLabel: testNode, "disk": "ssd"}
+		p.Spec.Tolerations = []corev1.Toleration{
+			{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpExists},
+			{Key: "gpu", Operator: corev1.TolerationOpExists},
+		}
+	}))
+	memberNS := testNamespace + "-" + testNode
+	w.eventually("member pod", func() bool { return w.memberPodExists(memberNS, "web") })
+
+	m, _ := w.memberPod(memberNS, "web")
+	if d := cmp.Diff(map[string]string{"disk": "ssd", "location": "beijing"}, m.Spec.NodeSelector); d != "" {
+		t.Errorf("member nodeSelector (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}, m.Spec.Tolerations); d != "" {
+		t.Errorf("member tolerations (-want +got):\n%s", d)
+	}
+	if m.Spec.NodeName != "" || m.Labels[wellknown.HostUIDLabel] != "uid-web" || m.Labels["app"] != "web" ||
+		m.Annotations[wellknown.HostNamespaceAnnotation] != testNamespace {
+		t.Errorf("member pod identity: nodeName %q, labels %v, annotations %v", m.Spec.NodeName, m.Labels, m.Annotations)
+	}
+	ns, err := w.member.CoreV1().Namespaces().Get(w.ctx, memberNS, metav1.GetOptions{})
+	if err != nil || ns.Labels[wellknown.ManagedByLabel] != wellknown.ManagedByValue {
+		t.Errorf("member namespace %s: %v %v", memberNS, ns, err)
+	}
+}
+
+func TestUpdateReachesMemberPod(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+
+	host, _ := w.getHostPod("web")
+	host = host.DeepCopy()
+	host.Spec.Containers[0].Image = "img:2"
+	host.Labels["tier"] = "front"
+	if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member pod updated", func() bool {
+		m, err := w.memberPod(testNamespace, "web")
+		return err == nil && m.Spec.Containers[0].Image == "img:2" && m.Labels["tier"] == "front"
+	})
+	if n := actions(w.member, "create", "pods"); n != 1 {
+		t.Errorf("member pod created %d times, want once", n)
+	}
+}
+
+func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
+	t.Run("graceful", func(t *testing.T) {
+		w := newHarness(t)
+		w.createHostPod(boundPod("web"))
+		w.runMemberPod(testNamespace, "web")
+		// What the apiserver does on kubectl delete: the pod stays, marked.
+		host, _ := w.getHostPod("web")
+		host = host.DeepCopy()
+		host.DeletionTimestamp = ptr.To(metav1.Now())
+		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("member pod deleted", func() bool { return !w.memberPodExists(testNamespace, "web") })
+		// Like a kubelet whose containers stopped, flotilla finishes the
+		// deletion at once rather than after the grace period.
+		w.eventually("host pod deleted", func() bool { return w.hostPodGone("web") })
+	})
+	t.Run("force", func(t *testing.T) {
+		w := newHarness(t)
+		w.createHostPod(boundPod("web"))
+		w.runMemberPod(testNamespace, "web")
+		if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("member pod deleted", func() bool { return !w.memberPodExists(testNamespace, "web") })
+	})
+}
+
+func TestStatusBackSync(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	host, _ := w.getHostPod("web")
+	if host.Status.PodIP != "10.0.0.7" || len(host.Status.ContainerStatuses) != 1 || host.Status.ContainerStatuses[0].State.Running == nil {
+		t.Errorf("host status does not show the member's: %+v", host.Status)
+	}
+}
+
+func TestRestartAdoptsMemberPod(t *testing.T) {
+	pod := boundPod("web")
+	member := ToMember(pod, Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
+	member.UID = "member-uid"
+	member.Status = runningStatus()
+	w := newHarness(t, func(c *harnessConfig) {
+		c.hostObjects = []runtime.Object{pod}
+		c.memberObjects = []runtime.Object{member}
+	})
+	w.eventually("host pod running", func() bool { return w.hostPhase("web") == corev1.PodRunning })
+	m, err := w.memberPod(testNamespace, "web")
+	if err != nil || m.UID != "member-uid" {
+		t.Fatalf("member pod replaced: %v %v", m, err)
+	}
+	if c, d := actions(w.member, "create", "pods"), actions(w.member, "delete", "pods"); c != 0 || d != 0 {
+		t.Errorf("member pod created %d and deleted %d times, want neither", c, d)
+	}
+}
+
+func TestMemberPodDeletedOutOfBand(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	if err := w.member.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("host pod failed", func() bool {
+		p, err := w.getHostPod("web")
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == ReasonMemberPodDeleted
+	})
+	w.eventually("MemberPodDeleted event", func() bool { return len(w.events.find("web", EventMemberPodDeleted)) > 0 })
+	// A failed pod is its controller's to replace, not flotilla's to re-create.
+	w.never("re-created in the member", 50*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "web") })
+}
+
+func secretVolumePod(name, secret string) *corev1.Pod {
+	return boundPod(name, func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "db", MountPath: "/db"}}
+	})
+}
+
+func TestMissingSecretHoldsPodUntilCreated(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(secretVolumePod("web", "db"))
+	w.eventually("FailedMount event", func() bool { return len(w.events.find("web", EventFailedMount)) > 0 })
+	w.eventually("MandatorySecretNotFound event", func() bool {
+		return len(w.events.find("web", EventMandatorySecretNotFound)) > 0
+	})
+	w.eventually("host pod shows ContainerCreating", func() bool {
+		p, err := w.getHostPod("web")
+		return err == nil && p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 1 &&
+			p.Status.ContainerStatuses[0].State.Waiting != nil && p.Status.ContainerStatuses[0].State.Waiting.Reason == ReasonContainerCreating
+	})
+	if w.memberPodExists(testNamespace, "web") {
+		t.Fatal("pod forwarded without its Secret")
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "db"}, Data: map[string][]byte{"pw": []byte("x")}}
+	if _, err := w.host.CoreV1().Secrets(testNamespace).Create(w.ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
+	s, err := w.member.CoreV1().Secrets(testNamespace).Get(w.ctx, "db", metav1.GetOptions{})
+	if err != nil || string(s.Data["pw"]) != "x" {
+		t.Fatalf("member Secret: %v %v", s, err)
+	}
+}
+
+// fakeOverrides adds a label to every pod once synced is set, and fails
+// with ErrOverridesNotSynced before.
+type fakeOverrides struct{ synced atomic.Bool }
+
+func (f *fakeOverrides) Pod(_ context.Context, host *corev1.Pod, _ string) (*corev1.Pod, []string, error) {
+	if !f.synced.Load() {
+		return nil, nil, ErrOverridesNotSynced
+	}
+	out := host.DeepCopy()
+	out.Labels = maps.Clone(out.Labels)
+	out.Labels["overridden"] = "yes"
+	return out, []string{testNamespace + "/label"}, nil
+}
+
+func (f *fakeOverrides) Object(obj runtime.Object, _, _ string) (runtime.Object, error) {
+	if !f.synced.Load() {
+		return nil, ErrOverridesNotSynced
+	}
+	return obj, nil
+}
+
+func TestOverridesNotSyncedYet(t *testing.T) {
+	ovr := &fakeOverrides{}
+	w := newHarness(t, func(c *harnessConfig) { c.overrides = ovr })
+	w.createHostPod(boundPod("web"))
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	if w.memberPodExists(testNamespace, "web") {
+		t.Fatal("pod forwarded before its override policies were read")
+	}
+	if n := len(w.events.find("web", EventOverrideFailed)); n != 0 {
+		t.Errorf("%d OverrideFailed events for policies not read yet", n)
+	}
+	ovr.synced.Store(true)
+	w.eventually("member pod with the override", func() bool {
+		m, err := w.memberPod(testNamespace, "web")
+		return err == nil && m.Labels["overridden"] == "yes"
+	})
+	w.eventually("applied overrides recorded", func() bool {
+		p, err := w.getHostPod("web")
+		return err == nil && p.Annotations[AppliedOverridesAnnotation] == testNamespace+"/label"
+	})
+}
