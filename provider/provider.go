@@ -145,9 +145,11 @@ type Provider struct {
 	notifyCh   chan struct{}
 	notify     func(*corev1.Pod)
 
-	// seen holds the UIDs of host pods whose member pod this process has
-	// observed, so that a member pod disappearing can be told apart from one
-	// that was not created yet.
+	// seen maps the key of a host pod whose member pod this process has
+	// observed to the host pod's UID, so that a member pod disappearing can
+	// be told apart from one that was not created yet. It is keyed by name,
+	// not UID, so that an entry goes as soon as its host pod is found gone:
+	// a gone host pod's UID is no longer known.
 	seen sync.Map
 	// ns owns the member namespaces forwarded pods land in.
 	ns *namespaceMirror
@@ -373,12 +375,13 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		member = nil
 	}
 	if host == nil {
+		p.seen.Delete(key)
 		p.cfg.Metrics.statusUnchanged(key)
 		return nil
 	}
 	switch {
 	case member != nil:
-		p.seen.Store(host.UID, struct{}{})
+		p.seen.Store(key, host.UID)
 		if podstate.Terminal(host) {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
@@ -392,14 +395,14 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	case host.DeletionTimestamp != nil:
 		// The member pod is gone: like a kubelet whose containers have
 		// stopped, finish the deletion in the host right away.
-		p.seen.Delete(host.UID)
+		p.seen.Delete(key)
 		p.cfg.Metrics.statusUnchanged(key)
 		return p.deleteHostPod(ctx, host)
 	case podstate.Terminal(host):
-		p.seen.Delete(host.UID)
+		p.seen.Delete(key)
 		p.cfg.Metrics.statusUnchanged(key)
 	default:
-		if _, ok := p.seen.LoadAndDelete(host.UID); !ok {
+		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil // not created yet, or created before this process started
 		}
