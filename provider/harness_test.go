@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -84,6 +85,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	w := &harness{t: t, host: fake.NewClientset(hostObjects...), member: fake.NewClientset(cfg.memberObjects...), events: &eventLog{}}
 	statusSubresource(w.host)
 	statusSubresource(w.member)
+	hostWatches, memberWatches := trackWatches(w.host), trackWatches(w.member)
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartEventWatcher(w.events.add)
 	t.Cleanup(broadcaster.Shutdown)
@@ -164,6 +166,11 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		case <-time.After(10 * time.Second):
 			t.Fatal("pod controller not ready")
 		}
+		// An object the fake creates between an informer's list and its
+		// watch never reaches the informer.
+		hostFactory.WaitForCacheSync(ctx.Done())
+		memberFactory.WaitForCacheSync(ctx.Done())
+		w.eventually("informers watching", func() bool { return hostWatches.established() && memberWatches.established() })
 	}
 	w.stopFn = cancel
 	w.hostPodIndexer = podInformer.Informer().GetIndexer()
@@ -173,6 +180,46 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 }
 
 func (w *harness) start() { w.startFn() }
+
+// watches records the resources a fake clientset's informers watch.
+type watches struct {
+	c       *fake.Clientset
+	mu      sync.Mutex
+	started map[string]bool
+}
+
+func trackWatches(c *fake.Clientset) *watches {
+	ws := &watches{c: c, started: map[string]bool{}}
+	c.PrependWatchReactor("*", func(a ktesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(ktesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		wi, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		if err != nil {
+			return false, nil, err
+		}
+		ws.mu.Lock()
+		ws.started[a.GetResource().Resource] = true
+		ws.mu.Unlock()
+		return true, wi, nil
+	})
+	return ws
+}
+
+// established reports whether every resource listed is watched too.
+func (ws *watches) established() bool {
+	// The fake calls its reactors under its own lock: never take it under ws.mu.
+	actions := ws.c.Actions()
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for _, a := range actions {
+		if a.GetVerb() == "list" && !ws.started[a.GetResource().Resource] {
+			return false
+		}
+	}
+	return true
+}
 
 // statusSubresource makes pod status updates write only the status, as the
 // apiserver does: the fake would store the whole object, and the provider
