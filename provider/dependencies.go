@@ -392,7 +392,9 @@ const (
 
 // mirrorer mirrors one kind of object.
 type mirrorer interface {
-	inHost(hostNS, name string) bool
+	// inHost reports whether the host object exists; an error means that
+	// it cannot be told yet (a cache or the override policies not read).
+	inHost(hostNS, name string) (bool, error)
 	apply(ctx context.Context, hostNS, name string, t Target) (outcome, error)
 	remove(ctx context.Context, memberNS, name string) error
 }
@@ -418,9 +420,15 @@ type kindMirror[T mirrorObject] struct {
 
 var _ mirrorer = (*kindMirror[*corev1.Secret])(nil)
 
-func (k *kindMirror[T]) inHost(hostNS, name string) bool {
+func (k *kindMirror[T]) inHost(hostNS, name string) (bool, error) {
 	_, err := k.host(hostNS, name)
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	}
+	return false, err
 }
 
 // desired is the member copy of the host object src for target t.
@@ -965,8 +973,12 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (
 	var present, missing, optional []dependency
 	var pull []string
 	for _, dep := range d.hostPodDependencies(host) {
+		exists, err := d.kinds[dep.kind].inHost(host.Namespace, dep.name)
+		if err != nil {
+			return false, fmt.Errorf("read %s %s/%s: %w", dep.kind, host.Namespace, dep.name, err)
+		}
 		switch {
-		case d.kinds[dep.kind].inHost(host.Namespace, dep.name):
+		case exists:
 			present = append(present, dep)
 		case dep.mandatory():
 			missing = append(missing, dep)

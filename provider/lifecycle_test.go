@@ -212,12 +212,13 @@ func TestMissingSecretHoldsPodUntilCreated(t *testing.T) {
 	}
 }
 
-// fakeOverrides adds a label to every pod once synced is set, and fails
-// with ErrOverridesNotSynced before.
-type fakeOverrides struct{ synced atomic.Bool }
+// fakeOverrides adds a label to every pod once pods is set, and fails with
+// ErrOverridesNotSynced before; it passes objects through once objects is
+// set.
+type fakeOverrides struct{ pods, objects atomic.Bool }
 
 func (f *fakeOverrides) Pod(_ context.Context, host *corev1.Pod, _ string) (*corev1.Pod, []string, error) {
-	if !f.synced.Load() {
+	if !f.pods.Load() {
 		return nil, nil, ErrOverridesNotSynced
 	}
 	out := host.DeepCopy()
@@ -227,7 +228,7 @@ func (f *fakeOverrides) Pod(_ context.Context, host *corev1.Pod, _ string) (*cor
 }
 
 func (f *fakeOverrides) Object(obj runtime.Object, _, _ string) (runtime.Object, error) {
-	if !f.synced.Load() {
+	if !f.objects.Load() {
 		return nil, ErrOverridesNotSynced
 	}
 	return obj, nil
@@ -244,7 +245,8 @@ func TestOverridesNotSyncedYet(t *testing.T) {
 	if n := len(w.events.find("web", EventOverrideFailed)); n != 0 {
 		t.Errorf("%d OverrideFailed events for policies not read yet", n)
 	}
-	ovr.synced.Store(true)
+	ovr.pods.Store(true)
+	ovr.objects.Store(true)
 	w.eventually("member pod with the override", func() bool {
 		m, err := w.memberPod(testNamespace, "web")
 		return err == nil && m.Labels["overridden"] == "yes"
@@ -253,4 +255,25 @@ func TestOverridesNotSyncedYet(t *testing.T) {
 		p, err := w.getHostPod("web")
 		return err == nil && p.Annotations[AppliedOverridesAnnotation] == testNamespace+"/label"
 	})
+}
+
+// TestSecretOverridesNotSyncedYet: a Secret that exists in the host but
+// cannot be read through the override policies yet is not missing. The pod
+// is retried, not reported as waiting for a Secret that is there, which
+// would hold it Pending for good: nothing would ever announce the Secret.
+func TestSecretOverridesNotSyncedYet(t *testing.T) {
+	ovr := &fakeOverrides{}
+	ovr.pods.Store(true)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "db"}}
+	w := newHarness(t, func(c *harnessConfig) {
+		c.overrides = ovr
+		c.hostObjects = []runtime.Object{secret}
+	})
+	w.createHostPod(secretVolumePod("web", "db"))
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	ovr.objects.Store(true)
+	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
+	if e := w.events.find("web", EventFailedMount); len(e) != 0 {
+		t.Errorf("Secret reported missing: %s", e[0].Message)
+	}
 }
