@@ -2,7 +2,9 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"maps"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -215,9 +217,12 @@ func TestMissingSecretHoldsPodUntilCreated(t *testing.T) {
 // fakeOverrides adds a label to every pod once pods is set, and fails with
 // ErrOverridesNotSynced before; it passes objects through once objects is
 // set.
-type fakeOverrides struct{ pods, objects atomic.Bool }
+type fakeOverrides struct{ pods, objects, broken atomic.Bool }
 
 func (f *fakeOverrides) Pod(_ context.Context, host *corev1.Pod, _ string) (*corev1.Pod, []string, error) {
+	if f.broken.Load() {
+		return nil, nil, errors.New("overrider /spec/runtimeClassName does not fit the pod")
+	}
 	if !f.pods.Load() {
 		return nil, nil, ErrOverridesNotSynced
 	}
@@ -275,5 +280,26 @@ func TestSecretOverridesNotSyncedYet(t *testing.T) {
 	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
 	if e := w.events.find("web", EventFailedMount); len(e) != 0 {
 		t.Errorf("Secret reported missing: %s", e[0].Message)
+	}
+}
+
+// TestRetryThatCannotSucceedFailsPod: a pod whose forwarding was being
+// retried and then failed for a reason retrying cannot fix becomes Failed,
+// with the reason on the pod where kubectl shows it, instead of staying
+// Pending with nothing but an event.
+func TestRetryThatCannotSucceedFailsPod(t *testing.T) {
+	ovr := &fakeOverrides{}
+	w := newHarness(t, func(c *harnessConfig) { c.overrides = ovr })
+	w.createHostPod(boundPod("web"))
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	ovr.broken.Store(true)
+	w.eventually("host pod failed", func() bool {
+		p, err := w.getHostPod("web")
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == ReasonForwardFailed &&
+			strings.Contains(p.Status.Message, "does not fit the pod")
+	})
+	w.eventually("ForwardFailed event", func() bool { return len(w.events.find("web", EventForwardFailed)) > 0 })
+	if w.memberPodExists(testNamespace, "web") {
+		t.Error("pod forwarded")
 	}
 }

@@ -502,11 +502,20 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 	}
 	err = p.forward(ctx, host.DeepCopy())
 	if err != nil && !transient(err) {
-		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventForwardFailed,
-			"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
+		p.forwardFailed(ctx, host, err)
 		return nil
 	}
 	return err
+}
+
+// forwardFailed fails a host pod that retrying cannot forward, with the
+// reason in its status, as a kubelet does with a pod it rejects: left
+// Pending, it would wait for good with only an event to tell why.
+func (p *Provider) forwardFailed(ctx context.Context, host *corev1.Pod, err error) {
+	log.G(ctx).WithError(err).Warn("forwarding failed for good")
+	p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventForwardFailed,
+		"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
+	p.notify(statusUpdate(host, ForwardFailedStatus(host, p.cfg.NodeName, err)))
 }
 
 func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
