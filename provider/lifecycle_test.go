@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -302,4 +304,28 @@ func TestRetryThatCannotSucceedFailsPod(t *testing.T) {
 	if w.memberPodExists(testNamespace, "web") {
 		t.Error("pod forwarded")
 	}
+}
+
+// TestHeldPodIsNotCountedForwarded: a pod held for a missing Secret shows
+// in the forwarding metrics as held, not as a successful create, until it
+// is forwarded.
+func TestHeldPodIsNotCountedForwarded(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newHarness(t, func(c *harnessConfig) { c.metrics = m })
+	creates := func(result string) float64 {
+		return testutil.ToFloat64(m.operations.WithLabelValues(testNode, "create", result))
+	}
+	w.createHostPod(secretVolumePod("web", "db"))
+	w.eventually("pod held", func() bool { return creates("held") == 1 })
+	if n := creates("success"); n != 0 {
+		t.Errorf("%v successful creates of a pod held for its Secret", n)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "db"}}
+	if _, err := w.host.CoreV1().Secrets(testNamespace).Create(w.ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("pod forwarded", func() bool { return creates("success") == 1 })
 }

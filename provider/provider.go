@@ -467,10 +467,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	key := pod.Namespace + "/" + pod.Name
 	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
 	defer span.End()
-	err = p.forward(ctx, pod)
+	held, err := p.forward(ctx, pod)
 	if err == nil || !transient(err) {
 		span.SetStatus(err)
-		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
+		p.cfg.Metrics.created(p.cfg.NodeName, held, err)
 		return err
 	}
 	span.SetStatus(err)
@@ -487,7 +487,6 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 	defer func() {
 		span.SetStatus(err)
 		span.End()
-		p.cfg.Metrics.operation(p.cfg.NodeName, "create", err)
 	}()
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	host, err := p.cfg.HostPods.Pods(ns).Get(name)
@@ -500,7 +499,8 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 	if host.DeletionTimestamp != nil || podstate.Terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
 		return nil
 	}
-	err = p.forward(ctx, host.DeepCopy())
+	held, err := p.forward(ctx, host.DeepCopy())
+	p.cfg.Metrics.created(p.cfg.NodeName, held, err)
 	if err != nil && !transient(err) {
 		p.forwardFailed(ctx, host, err)
 		return nil
@@ -518,33 +518,36 @@ func (p *Provider) forwardFailed(ctx context.Context, host *corev1.Pod, err erro
 	p.notify(statusUpdate(host, ForwardFailedStatus(host, p.cfg.NodeName, err)))
 }
 
-func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) error {
+// forward creates the member pod of a host pod, or reports it held: not
+// forwarded because an object it needs is missing in the host, which is
+// reported on the pod, and forwarded again once the object exists.
+func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err error) {
 	t := p.target(pod.Namespace)
 	if err := p.ns.ensure(ctx, t.Namespace, pod.Namespace); err != nil {
-		return err
+		return false, err
 	}
 	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
-		return err // not ready: reported on the pod, forwarded again once the object exists
+		return err == nil, err
 	}
 	src, applied, err := p.override(ctx, pod)
 	if err != nil {
-		return err
+		return false, err
 	}
 	member := ToMember(src, t)
 	if err := Confine(member, p.cfg.Partition); err != nil {
-		return fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
+		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
 	}
 	_, err = p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		if err := p.adopt(ctx, pod, t); err != nil {
-			return err
+			return false, err
 		}
 	case err != nil:
-		return fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
-	return p.recordOverrides(ctx, pod, applied)
+	return false, p.recordOverrides(ctx, pod, applied)
 }
 
 // override applies the override policies to a copy of the host pod.

@@ -59,7 +59,7 @@ func NewMetrics(reg prometheus.Registerer, clk clock.PassiveClock) (*Metrics, er
 		}, []string{"node"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_node_forward_operations_total",
-			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error, retry: handed to the forward-retry queue).",
+			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error, retry: handed to the forward-retry queue, held: waiting for a missing Secret, ConfigMap or ServiceAccount).",
 		}, []string{"node", "operation", "result"}),
 		clock: clk,
 	}
@@ -80,6 +80,16 @@ func (m *Metrics) operation(node, op string, err error) {
 		result = "error"
 	}
 	m.operations.WithLabelValues(node, op, result).Inc()
+}
+
+// created counts an attempt to forward a pod: held when it waits for a
+// missing object rather than having been forwarded.
+func (m *Metrics) created(node string, held bool, err error) {
+	if m != nil && held {
+		m.operations.WithLabelValues(node, "create", "held").Inc()
+		return
+	}
+	m.operation(node, "create", err)
 }
 
 // retrying counts a create handed to the forward-retry queue.
