@@ -329,3 +329,31 @@ func TestHeldPodIsNotCountedForwarded(t *testing.T) {
 	}
 	w.eventually("pod forwarded", func() bool { return creates("success") == 1 })
 }
+
+// TestMemberEventBeforeItsPodIsCached: a member event about a forwarded pod
+// that the provider's caches do not show yet (the member's event and pod
+// watches are not ordered) still reaches the host pod once they do.
+func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(secretVolumePod("web", "db"))
+	w.eventually("pod held", func() bool { return len(w.events.find("web", EventMandatorySecretNotFound)) > 0 })
+	now := metav1.Now()
+	event := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: testNamespace, Name: "web.1", UID: "event-1"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: testNamespace, Name: "web"},
+		Reason:         "Scheduled", Message: "Successfully assigned app/web to node-1", Type: corev1.EventTypeNormal,
+		Source: corev1.EventSource{Component: "default-scheduler"}, Count: 1, FirstTimestamp: now, LastTimestamp: now,
+	}
+	if _, err := w.member.CoreV1().Events(testNamespace).Create(w.ctx, event, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "db"}}
+	if _, err := w.host.CoreV1().Secrets(testNamespace).Create(w.ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
+	w.eventually("member event on the host pod", func() bool {
+		e := w.events.find("web", "Scheduled")
+		return len(e) == 1 && e[0].Source.Component == "default-scheduler" && e[0].Message == event.Message
+	})
+}

@@ -157,6 +157,8 @@ type Provider struct {
 	svc *serviceMirror
 	// deps mirrors the Secrets, ConfigMaps and ServiceAccounts pods use.
 	deps *dependencies
+	// events mirrors member pod events onto host pods, when configured.
+	events *eventMirror
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -198,7 +200,7 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("watch member pods: %w", err)
 	}
 	if cfg.Events != nil {
-		if _, err := newEventMirror(p, cfg.Events); err != nil {
+		if p.events, err = newEventMirror(p, cfg.Events); err != nil {
 			return nil, fmt.Errorf("watch member events: %w", err)
 		}
 	}
@@ -297,6 +299,9 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })
 	wg.Go(func() { p.svc.run(ctx) })
+	if p.events != nil {
+		wg.Go(func() { p.events.run(ctx) })
+	}
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
