@@ -943,7 +943,7 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 	}
 	out, err := k.apply(ctx, hostNS, name, t)
 	switch {
-	case apierrors.IsNotFound(err) || (apierrors.IsForbidden(err) && strings.Contains(err.Error(), "being terminated")):
+	case apierrors.IsNotFound(err) || namespaceTerminating(err):
 		return nil // no member namespace (yet, or any more): forwarding creates it and mirrors again
 	case err != nil:
 		return fmt.Errorf("mirror %s %s/%s into cluster %s: %w", kind, t.Namespace, name, t.Cluster, err)

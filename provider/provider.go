@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -623,7 +625,10 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
 }
 
-// transient reports whether err may go away by itself.
+// transient reports whether err may go away by itself. It judges by the
+// errors' types and status causes, never by their wording, with one
+// exception: the member's ServiceAccount admission refuses a pod whose
+// service account is not made yet with a Forbidden that carries no cause.
 func transient(err error) bool {
 	if errors.Is(err, errRetry) || errors.Is(err, context.DeadlineExceeded) {
 		return true
@@ -631,20 +636,32 @@ func transient(err error) bool {
 	var status apierrors.APIStatus
 	if !errors.As(err, &status) {
 		var netErr net.Error
-		return errors.As(err, &netErr) || strings.Contains(err.Error(), "connection refused")
+		return errors.As(err, &netErr) || connectionLost(err)
 	}
 	switch {
 	case apierrors.IsTooManyRequests(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
-		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err):
+		apierrors.IsServiceUnavailable(err), apierrors.IsInternalError(err), apierrors.IsUnexpectedServerError(err),
+		namespaceTerminating(err):
 		return true
 	case apierrors.IsForbidden(err):
 		// Admission in a namespace that was just created: its service account
 		// is made by the member's controller-manager a moment later.
-		msg := err.Error()
-		return strings.Contains(msg, "service account") || strings.Contains(msg, "serviceaccount") ||
-			strings.Contains(msg, "being terminated")
+		return strings.Contains(status.Status().Message, "error looking up service account")
 	}
 	return false
+}
+
+// namespaceTerminating reports whether the apiserver refused to create an
+// object in a namespace being deleted.
+func namespaceTerminating(err error) bool {
+	return apierrors.IsForbidden(err) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// connectionLost reports whether err is a connection to the apiserver that
+// could not be made or broke off.
+func connectionLost(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) ||
+		utilnet.IsHTTP2ConnectionLost(err) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // UpdatePod applies to the member pod what may change on a running pod:
