@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/informers/internalinterfaces"
 	"k8s.io/client-go/kubernetes"
@@ -83,6 +84,9 @@ const (
 	// dependencyIndex, followed by the node name, indexes this node's live
 	// member pods by the objects they use ("<namespace>/<kind>/<name>").
 	dependencyIndex = "flotilla.io/dependencies-"
+	// hostDependencyIndex indexes the live host pods bound to this node in
+	// the same way, in their host namespace.
+	hostDependencyIndex = "flotilla.io/host-dependencies"
 	// mirrorResync is how often every mirrored object is looked at again
 	// without a change: the safety net for a last user that went away
 	// without a member pod event (a host pod that failed after its member
@@ -620,7 +624,9 @@ type dependencies struct {
 	mirroredSAs corev1listers.ServiceAccountLister
 	memberPods  cache.Indexer
 	index       string
-	synced      []cache.InformerSynced
+	// hostPods indexes the host pods by the objects they use (hostDependencyIndex).
+	hostPods cache.Indexer
+	synced   []cache.InformerSynced
 }
 
 // newDependencies registers the informers mirroring needs: the host's
@@ -703,6 +709,11 @@ func newDependencies(p *Provider) (*dependencies, error) {
 		return nil, fmt.Errorf("index member pods by dependency: %w", err)
 	}
 	d.memberPods = pods.GetIndexer()
+	hostPods := p.cfg.HostPods.Informer()
+	if err := hostPods.AddIndexers(cache.Indexers{hostDependencyIndex: d.indexHostPod}); err != nil {
+		return nil, fmt.Errorf("index host pods by dependency: %w", err)
+	}
+	d.hostPods = hostPods.GetIndexer()
 	d.synced = []cache.InformerSynced{pods.HasSynced, mSecrets.HasSynced, mConfigMaps.HasSynced, mSAs.HasSynced,
 		hSecrets.Informer().HasSynced, hConfigMaps.Informer().HasSynced, hSAs.Informer().HasSynced}
 
@@ -787,6 +798,22 @@ func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
 	return out, nil
 }
 
+// indexHostPod indexes a live host pod bound to this node by the objects it
+// uses; a pod using a ServiceAccount is found under the ServiceAccount for
+// its image pull secrets too (see waiting).
+func (d *dependencies) indexHostPod(obj any) ([]string, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
+		return nil, nil
+	}
+	deps := podDependencies(&pod.Spec, nil)
+	out := make([]string, 0, len(deps))
+	for _, dep := range deps {
+		out = append(out, pod.Namespace+"/"+dep.kind+"/"+dep.name)
+	}
+	return out, nil
+}
+
 func (d *dependencies) enqueuePodDependencies(pod *corev1.Pod) {
 	hostNS := pod.Annotations[wellknown.HostNamespaceAnnotation]
 	if hostNS == "" {
@@ -854,23 +881,40 @@ func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
 }
 
 // waiting returns the host pods bound to this node, not finished or being
-// deleted, that have no member pod yet and need ref.
+// deleted, that have no member pod yet and need ref. They are looked up in
+// the host pod index among the pods that use ref, directly or, for an image
+// pull secret, through their ServiceAccount.
 func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
-	pods, err := d.p.cfg.HostPods.Pods(hostNS).List(labels.Everything())
-	if err != nil {
-		return nil
+	keys := []string{hostNS + "/" + ref.kind + "/" + ref.name}
+	if ref.kind == kindSecret {
+		sas, _ := d.hostSAs.ServiceAccounts(hostNS).List(labels.Everything())
+		for _, sa := range sas {
+			if sa.Name != defaultServiceAccount &&
+				slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
+				keys = append(keys, hostNS+"/"+kindServiceAccount+"/"+sa.Name)
+			}
+		}
 	}
 	memberNS := d.p.target(hostNS).Namespace
 	var out []*corev1.Pod
-	for _, pod := range pods {
-		if pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
+	found := map[types.UID]bool{}
+	for _, key := range keys {
+		objs, err := d.hostPods.ByIndex(hostDependencyIndex, key)
+		if err != nil {
 			continue
 		}
-		if m, err := d.p.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
-			continue // its member pod is counted on the member side
-		}
-		if slices.ContainsFunc(d.hostPodDependencies(pod), func(x dependency) bool { return x.objectRef == ref }) {
-			out = append(out, pod)
+		for _, obj := range objs {
+			pod, ok := obj.(*corev1.Pod)
+			if !ok || found[pod.UID] {
+				continue
+			}
+			found[pod.UID] = true
+			if m, err := d.p.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+				continue // its member pod is counted on the member side
+			}
+			if slices.ContainsFunc(d.hostPodDependencies(pod), func(x dependency) bool { return x.objectRef == ref }) {
+				out = append(out, pod)
+			}
 		}
 	}
 	return out

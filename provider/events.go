@@ -154,7 +154,7 @@ func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) (host *corev1.Pod, r
 		return nil, false
 	}
 	ns, name := member.Annotations[wellknown.HostNamespaceAnnotation], member.Annotations[wellknown.HostNameAnnotation]
-	host, err = m.p.cfg.HostPods.Pods(ns).Get(name)
+	host, err = m.p.hostPods.Pods(ns).Get(name)
 	if err != nil {
 		return nil, true
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	ktesting "k8s.io/client-go/testing"
@@ -46,6 +47,8 @@ type harnessConfig struct {
 	partition     *metav1.LabelSelector
 	overrides     Overrides
 	metrics       *Metrics
+	// hostPods, when set, wraps the host pod informer given to the provider.
+	hostPods func(corev1informers.PodInformer) corev1informers.PodInformer
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -62,6 +65,7 @@ type harness struct {
 	// hostPodIndexer and memberPodIndexer are the provider's caches, for
 	// tests that drive it without starting the world.
 	hostPodIndexer, memberPodIndexer cache.Indexer
+	hostInformers                    informers.SharedInformerFactory
 }
 
 // newHarness starts a world and stops it when the test ends.
@@ -100,11 +104,14 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", testNode).String()
 		}))
-	podInformer := podFactory.Core().V1().Pods()
+	var podInformer corev1informers.PodInformer = podFactory.Core().V1().Pods()
+	if cfg.hostPods != nil {
+		podInformer = cfg.hostPods(podInformer)
+	}
 	p, err := New(Config{
 		NodeName:        testNode,
 		Installation:    testInstallation,
-		HostPods:        podInformer.Lister(),
+		HostPods:        podInformer,
 		HostClient:      w.host,
 		Recorder:        recorder,
 		MemberClient:    w.member,
@@ -174,6 +181,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	w.stopFn = cancel
 	w.hostPodIndexer = podInformer.Informer().GetIndexer()
+	w.hostInformers = hostFactory
 	w.memberPodIndexer = memberFactory.Core().V1().Pods().Informer().GetIndexer()
 	t.Cleanup(func() { w.stopFn() })
 	return w

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -66,8 +67,10 @@ type Config struct {
 	NodeName string
 	// Installation identifies the host cluster (see wellknown.InstallationLabel).
 	Installation string
-	// HostPods lists the host pods bound to NodeName (virtual-kubelet's lister).
-	HostPods   corev1listers.PodLister
+	// HostPods is the informer of the host pods bound to NodeName, the one
+	// virtual-kubelet's pod controller watches; the provider adds indexes
+	// to it, so it must not have started yet.
+	HostPods   corev1informers.PodInformer
 	HostClient kubernetes.Interface
 	// Recorder records events on host objects.
 	Recorder     record.EventRecorder
@@ -135,6 +138,7 @@ func overridden[T runtime.Object](p *Provider, obj T, kind string) (T, error) {
 // Provider forwards the pods of one virtual node into its member cluster.
 type Provider struct {
 	cfg        Config
+	hostPods   corev1listers.PodLister
 	memberPods corev1listers.PodLister
 
 	// statusQueue holds host pod keys whose member pod changed.
@@ -181,6 +185,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	p := &Provider{
 		cfg:        cfg,
+		hostPods:   cfg.HostPods.Lister(),
 		memberPods: cfg.MemberInformers.Core().V1().Pods().Lister(),
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -367,7 +372,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	host, err := p.cfg.HostPods.Pods(ns).Get(name)
+	host, err := p.hostPods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) || (err == nil && host.Spec.NodeName != p.cfg.NodeName) {
 		host = nil
 	} else if err != nil {
@@ -496,7 +501,7 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 		span.End()
 	}()
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	host, err := p.cfg.HostPods.Pods(ns).Get(name)
+	host, err := p.hostPods.Pods(ns).Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -811,7 +816,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if err != nil {
 		return nil, err
 	}
-	host, err := p.cfg.HostPods.Pods(namespace).Get(name)
+	host, err := p.hostPods.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return orphanView(member), nil
 	}
@@ -855,7 +860,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	out := make([]*corev1.Pod, 0, len(members))
 	for _, m := range members {
 		ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
-		host, err := p.cfg.HostPods.Pods(ns).Get(name)
+		host, err := p.hostPods.Pods(ns).Get(name)
 		if err != nil || string(host.UID) != m.Labels[wellknown.HostUIDLabel] {
 			out = append(out, orphanView(m))
 			continue

@@ -218,7 +218,7 @@ func (p *Provider) ForwardedPods() int {
 // but have no member pod yet: those waiting in virtual-kubelet's create
 // queue (which keeps its depth to itself) and in the forward-retry queue.
 func (p *Provider) Backlog() int {
-	hosts, err := p.cfg.HostPods.List(labels.Everything())
+	hosts, err := p.hostPods.List(labels.Everything())
 	if err != nil {
 		return 0
 	}

@@ -20,7 +20,7 @@ func TestKubeletWithoutResourceMetrics(t *testing.T) {
 	hostInformers := informers.NewSharedInformerFactory(host, 0)
 	p, err := provider.New(provider.Config{
 		NodeName: "vn", Installation: "inst",
-		HostPods: hostInformers.Core().V1().Pods().Lister(), HostClient: host, HostInformers: hostInformers,
+		HostPods: hostInformers.Core().V1().Pods(), HostClient: host, HostInformers: hostInformers,
 		Recorder: &record.FakeRecorder{}, MemberClient: member, MemberInformers: informers.NewSharedInformerFactory(member, 0),
 	})
 	if err != nil {

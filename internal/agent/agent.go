@@ -200,7 +200,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	pods, err := provider.New(provider.Config{
 		NodeName:        vc.Name,
 		Installation:    cfg.Installation,
-		HostPods:        podInformer.Lister(),
+		HostPods:        podInformer,
 		HostClient:      cfg.HostClient,
 		Recorder:        recorder,
 		MemberClient:    cfg.MemberClient,
