@@ -165,6 +165,9 @@ type Provider struct {
 	deps *dependencies
 	// events mirrors member pod events onto host pods, when configured.
 	events *eventMirror
+	// unforwarded holds the keys of the host pods last seen to run without
+	// a member pod (see Backlog).
+	unforwarded sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -205,6 +208,9 @@ func New(cfg Config) (*Provider, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch member pods: %w", err)
+	}
+	if _, err := cfg.HostPods.Informer().AddEventHandler(p.trackBacklog()); err != nil {
+		return nil, fmt.Errorf("watch host pods: %w", err)
 	}
 	if cfg.Events != nil {
 		if p.events, err = newEventMirror(p, cfg.Events); err != nil {

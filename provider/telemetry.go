@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -217,18 +216,49 @@ func (p *Provider) ForwardedPods() int {
 // Backlog counts the host pods bound to this virtual node that are to run
 // but have no member pod yet: those waiting in virtual-kubelet's create
 // queue (which keeps its depth to itself) and in the forward-retry queue.
+// It looks only at the pods last seen unforwarded (see trackBacklog) and
+// drops those that no longer are.
 func (p *Provider) Backlog() int {
-	hosts, err := p.hostPods.List(labels.Everything())
-	if err != nil {
-		return 0
-	}
 	n := 0
-	for _, h := range hosts {
-		if h.DeletionTimestamp == nil && !podstate.Terminal(h) && h.Spec.NodeName == p.cfg.NodeName && !p.forwarded(h) {
+	p.unforwarded.Range(func(k, _ any) bool {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k.(string))
+		if h, err := p.hostPods.Pods(ns).Get(name); err == nil && p.inBacklog(h) {
 			n++
+		} else {
+			p.unforwarded.Delete(k)
+		}
+		return true
+	})
+	return n
+}
+
+// inBacklog reports whether a host pod is to run but has no member pod.
+func (p *Provider) inBacklog(h *corev1.Pod) bool {
+	return h.DeletionTimestamp == nil && !podstate.Terminal(h) && h.Spec.NodeName == p.cfg.NodeName && !p.forwarded(h)
+}
+
+// trackBacklog keeps the keys of the host pods last seen in the backlog:
+// each host pod event adds or removes its pod's key. A pod forwarded since
+// its last event is dropped by the next Backlog.
+func (p *Provider) trackBacklog() cache.ResourceEventHandler {
+	seen := func(obj any) {
+		if h, ok := obj.(*corev1.Pod); ok {
+			if key := h.Namespace + "/" + h.Name; p.inBacklog(h) {
+				p.unforwarded.Store(key, struct{}{})
+			} else {
+				p.unforwarded.Delete(key)
+			}
 		}
 	}
-	return n
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, cur any) { seen(cur) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				p.unforwarded.Delete(key)
+			}
+		},
+	}
 }
 
 // startSpan opens a span around one forwarded operation on the pod key and
