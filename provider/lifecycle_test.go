@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -356,4 +358,87 @@ func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
 		e := w.events.find("web", "Scheduled")
 		return len(e) == 1 && e[0].Source.Component == "default-scheduler" && e[0].Message == event.Message
 	})
+}
+
+// TestServicesFollowPods: a host Service whose selector matches a forwarded
+// pod is mirrored into the member while the pod runs there, without what
+// the member allocates itself, and removed with the pod.
+func TestServicesFollowPods(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, ClusterIP: "10.96.0.10",
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	w := newHarness(t, func(c *harnessConfig) { c.hostObjects = []runtime.Object{svc} })
+	memberSvc := func() (*corev1.Service, error) {
+		return w.member.CoreV1().Services(testNamespace).Get(w.ctx, "web", metav1.GetOptions{})
+	}
+	w.createHostPod(boundPod("other"))
+	w.never("Service mirrored for a pod it does not select", 50*time.Millisecond, func() bool { _, err := memberSvc(); return err == nil })
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	w.eventually("member Service", func() bool { _, err := memberSvc(); return err == nil })
+	s, _ := memberSvc()
+	if s.Spec.ClusterIP != "" || s.Labels[wellknown.ManagedByLabel] != wellknown.ManagedByValue || s.Spec.Selector["app"] != "web" {
+		t.Errorf("member Service: %+v", s)
+	}
+	if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member Service removed", func() bool { _, err := memberSvc(); return err != nil })
+}
+
+// TestDependenciesFollowPods: the Secret and ConfigMap a pod uses are
+// mirrored before it is forwarded, kept current, and deleted with its last
+// user.
+func TestDependenciesFollowPods(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "cfg"}, Data: map[string]string{"k": "1"}}
+	w := newHarness(t, func(c *harnessConfig) { c.hostObjects = []runtime.Object{cm} })
+	w.createHostPod(boundPod("web", func(p *corev1.Pod) {
+		p.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}
+	}))
+	memberCM := func() (*corev1.ConfigMap, error) {
+		return w.member.CoreV1().ConfigMaps(testNamespace).Get(w.ctx, "cfg", metav1.GetOptions{})
+	}
+	w.runMemberPod(testNamespace, "web")
+	if c, err := memberCM(); err != nil || c.Data["k"] != "1" {
+		t.Fatalf("member ConfigMap: %v %v", c, err)
+	}
+	cm = cm.DeepCopy()
+	cm.Data["k"] = "2"
+	if _, err := w.host.CoreV1().ConfigMaps(testNamespace).Update(w.ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member ConfigMap updated", func() bool { c, err := memberCM(); return err == nil && c.Data["k"] == "2" })
+	if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member ConfigMap deleted", func() bool { _, err := memberCM(); return err != nil })
+}
+
+// TestKubeletReads: the kubelet API's pod list, pod status and logs come
+// from the member pod, in host terms.
+func TestKubeletReads(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	pods, err := w.p.GetPods(w.ctx)
+	if err != nil || len(pods) != 1 || pods[0].Namespace != testNamespace || pods[0].Name != "web" || pods[0].Status.Phase != corev1.PodRunning {
+		t.Errorf("GetPods: %v %v", pods, err)
+	}
+	status, err := w.p.GetPodStatus(w.ctx, testNamespace, "web")
+	if err != nil || status.PodIP != "10.0.0.7" {
+		t.Errorf("GetPodStatus: %v %v", status, err)
+	}
+	if _, err := w.p.GetPodStatus(w.ctx, testNamespace, "nope"); err == nil {
+		t.Error("GetPodStatus of a pod never forwarded succeeded")
+	}
+	logs, err := w.p.GetContainerLogs(w.ctx, testNamespace, "web", "c", api.ContainerLogOpts{Tail: 10, LimitBytes: 100, SinceSeconds: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	if b, _ := io.ReadAll(logs); len(b) == 0 {
+		t.Error("no logs")
+	}
 }
