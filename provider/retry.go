@@ -16,6 +16,9 @@ import (
 	"flotilla.io/flotilla/internal/podstate"
 )
 
+// retryForward forwards again a host pod whose forwarding failed for a
+// reason that may pass, or that waited for a missing object; it gives up on
+// a pod that is gone, finished, being deleted or bound elsewhere.
 func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 	ctx, span := p.startSpan(ctx, "provider.retryForward", key)
 	defer func() {

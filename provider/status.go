@@ -14,6 +14,8 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
+// memberPodChanged queues a status sync of the host pod a member pod
+// stands for, and starts its status latency clock.
 func (p *Provider) memberPodChanged(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
