@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -22,23 +24,40 @@ import (
 // reports, so a repeating member event becomes one host event whose count
 // grows, not a stream of copies; events older than this process are not
 // replayed after a restart.
+//
+// An event can arrive before the provider's caches show its pod: the
+// member's event and pod watches are not ordered, and the host pod cache
+// may lag too. Such an event is retried for a while, and counted as
+// mirrored only once it was.
 type eventMirror struct {
 	p           *Provider
 	broadcaster record.EventBroadcaster
 	since       time.Time
+	events      cache.Store
+	queue       workqueue.TypedRateLimitingInterface[string]
 
 	mu        sync.Mutex
 	recorders map[string]record.EventRecorder
 	mirrored  map[types.UID]int32
 }
 
+// eventRetries bounds the retries of an event whose pod the caches do not
+// show: the events of pods flotilla did not forward never find one. With
+// the queue's backoff they span about half a minute.
+const eventRetries = 8
+
 func newEventMirror(p *Provider, b record.EventBroadcaster) (*eventMirror, error) {
 	m := &eventMirror{p: p, broadcaster: b, since: p.cfg.Clock.Now().Add(-time.Second),
-		recorders: map[string]record.EventRecorder{}, mirrored: map[types.UID]int32{}}
+		recorders: map[string]record.EventRecorder{}, mirrored: map[types.UID]int32{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"}),
+	}
 	informer := p.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewFilteredEventInformer(c, metav1.NamespaceAll, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" })
 	})
+	m.events = informer.GetStore()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.observe,
 		UpdateFunc: func(_, cur any) { m.observe(cur) },
@@ -52,21 +71,52 @@ func (m *eventMirror) observe(obj any) {
 	if !ok || eventTime(e).Before(m.since) {
 		return
 	}
+	if key, err := cache.MetaNamespaceKeyFunc(e); err == nil {
+		m.queue.Add(key)
+	}
+}
+
+// run mirrors events until ctx ends.
+func (m *eventMirror) run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		m.queue.ShutDown()
+	}()
+	for {
+		key, quit := m.queue.Get()
+		if quit {
+			return
+		}
+		if m.mirror(key) && m.queue.NumRequeues(key) < eventRetries {
+			m.queue.AddRateLimited(key)
+		} else {
+			m.queue.Forget(key)
+		}
+		m.queue.Done(key)
+	}
+}
+
+// mirror records the occurrences of an event not mirrored yet on its host
+// pod, and reports whether to try again because the pod is not found.
+func (m *eventMirror) mirror(key string) (retry bool) {
+	obj, ok, _ := m.events.GetByKey(key)
+	e, _ := obj.(*corev1.Event)
+	if !ok || e == nil {
+		return false
+	}
 	count := max(e.Count, 1)
 	if e.Series != nil {
 		count = max(count, e.Series.Count)
 	}
 	m.mu.Lock()
-	if m.mirrored[e.UID] >= count {
-		m.mu.Unlock()
-		return
-	}
-	m.mirrored[e.UID] = count
+	done := m.mirrored[e.UID] >= count
 	m.mu.Unlock()
-
-	host := m.hostPodOf(e.InvolvedObject)
+	if done {
+		return false
+	}
+	host, retry := m.hostPodOf(e.InvolvedObject)
 	if host == nil {
-		return
+		return retry
 	}
 	component := e.Source.Component
 	if component == "" {
@@ -74,6 +124,10 @@ func (m *eventMirror) observe(obj any) {
 		component = e.ReportingController
 	}
 	m.recorder(component).Event(host, e.Type, e.Reason, e.Message)
+	m.mu.Lock()
+	m.mirrored[e.UID] = count
+	m.mu.Unlock()
+	return false
 }
 
 func (m *eventMirror) forget(obj any) {
@@ -88,18 +142,26 @@ func (m *eventMirror) forget(obj any) {
 }
 
 // hostPodOf finds the host pod whose member pod the event is about, checking
-// UIDs on both sides so an event never lands on a namesake.
-func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) *corev1.Pod {
+// UIDs on both sides so an event never lands on a namesake. When it finds
+// none, retry says whether a cache may not show the pods yet: the member pod
+// is missing, or it is this node's and its host pod is missing.
+func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) (host *corev1.Pod, retry bool) {
 	member, err := m.p.memberPods.Pods(ref.Namespace).Get(ref.Name)
-	if err != nil || member.UID != ref.UID || !m.p.ours(member) {
-		return nil
+	if err != nil {
+		return nil, true
+	}
+	if member.UID != ref.UID || !m.p.ours(member) {
+		return nil, false
 	}
 	ns, name := member.Annotations[wellknown.HostNamespaceAnnotation], member.Annotations[wellknown.HostNameAnnotation]
-	host, err := m.p.cfg.HostPods.Pods(ns).Get(name)
-	if err != nil || string(host.UID) != member.Labels[wellknown.HostUIDLabel] {
-		return nil
+	host, err = m.p.hostPods.Pods(ns).Get(name)
+	if err != nil {
+		return nil, true
 	}
-	return host
+	if string(host.UID) != member.Labels[wellknown.HostUIDLabel] {
+		return nil, false
+	}
+	return host, false
 }
 
 // recorder returns a recorder whose events name the member component that

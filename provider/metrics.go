@@ -2,509 +2,271 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	corev1listers "k8s.io/client-go/listers/core/v1"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// A virtual node's /stats/summary and /metrics/resource are computed from
-// the member's resource metrics API (metrics.k8s.io, served by the member's
-// metrics-server), not by proxying to the member's kubelets: reading
-// nodes/proxy in the member would let flotilla exec into every member pod.
-//
-// metrics.k8s.io reports usage rates (CPU cores averaged over a window
-// ending at a timestamp) while the kubelet API reports cumulative CPU time,
-// from which metrics-server in the host derives rates again. The counters
-// here integrate the member's rates over the member's sample timestamps:
-//
-//	first sample (rate r, window w):    total = 1ns + r·w
-//	later sample at t, previous at t':  total += r·(t − t')   (t > t')
-//	sample not newer than the last:     ignored
-//
-// so each counter only ever grows, and the rate the host derives between
-// two samples is the member's rate. It is exact when every member sample is
-// seen (the host scrapes at least as often as the member does) and holds the
-// latest rate over a gap otherwise. The 1ns start keeps an idle container's
-// counter non-zero: metrics-server discards zero counters as missing data.
-// Counters live in memory, keyed by host pod UID and container: a restart
-// of a member container does not reset them (its new start time, reported
-// as container_start_time_seconds, tells metrics-server), and a restart of
-// flotilla-node starts them afresh, which metrics-server sees as a reset.
+// Metrics are the forwarding measurements of the virtual nodes of one
+// process, labelled by node. One Metrics serves every Provider of a process;
+// a nil *Metrics measures nothing.
+type Metrics struct {
+	createLatency *prometheus.HistogramVec
+	statusLatency *prometheus.HistogramVec
+	operations    *prometheus.CounterVec
+	clock         clock.PassiveClock
 
-// counterStart is where every CPU counter starts, in core-seconds.
-const counterStart = 1e-9
-
-// counterRetention is how long the counter of a container no longer
-// reported by the member is kept, so that a short gap in the member's
-// metrics does not restart it.
-const counterRetention = 5 * time.Minute
-
-// MemberMetrics reads the member's resource metrics API (metrics.k8s.io).
-type MemberMetrics interface {
-	PodMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
-	NodeMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.NodeMetrics, error)
+	// hostSeen holds, by host pod UID, when a host pod not yet forwarded
+	// was first seen; statusChanged, by host pod key, when its member pod
+	// changed in a way not yet written to the host. Both are bounded by the
+	// pods bound to the process's nodes and emptied as pods go.
+	hostSeen      sync.Map
+	statusChanged sync.Map
 }
 
-// MetricsAPI is MemberMetrics over a metrics.k8s.io client of the member.
-type MetricsAPI struct{ Client metricsclient.Interface }
+// latencyBuckets span a quick forward (a few milliseconds) to one stuck
+// behind a slow member apiserver (about a minute).
+var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 14)
 
-var _ MemberMetrics = MetricsAPI{}
-
-// PodMetrics lists the usage of the member pods selector selects.
-func (m MetricsAPI) PodMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error) {
-	l, err := m.Client.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, err
+// NewMetrics registers the forwarding metrics with reg.
+func NewMetrics(reg prometheus.Registerer, clk clock.PassiveClock) (*Metrics, error) {
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return l.Items, nil
-}
-
-// NodeMetrics lists the usage of the member nodes selector selects.
-func (m MetricsAPI) NodeMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.NodeMetrics, error) {
-	l, err := m.Client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, err
+	m := &Metrics{
+		createLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flotilla_node_forward_create_duration_seconds",
+			Help:    "Time from a host pod being seen bound to a virtual node to its member pod being created.",
+			Buckets: latencyBuckets,
+		}, []string{"node"}),
+		statusLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flotilla_node_status_sync_duration_seconds",
+			Help:    "Time from a member pod changing to the host pod's status being written.",
+			Buckets: latencyBuckets,
+		}, []string{"node"}),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flotilla_node_forward_operations_total",
+			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error, retry: handed to the forward-retry queue, held: waiting for a missing Secret, ConfigMap or ServiceAccount).",
+		}, []string{"node", "operation", "result"}),
+		clock: clk,
 	}
-	return l.Items, nil
-}
-
-// ResourceMetricsConfig holds what ResourceMetrics needs; all fields but
-// Installation, NodeSelector and Clock are required.
-type ResourceMetricsConfig struct {
-	// NodeName is the virtual node; with Installation it selects the member
-	// pods this virtual node forwarded (see wellknown.InstallationLabel).
-	NodeName     string
-	Installation string
-	Metrics      MemberMetrics
-	// MemberPods gives the host pod of a member pod (its identity labels and
-	// annotations) and its containers' start times.
-	MemberPods corev1listers.PodLister
-	// NodeSelector picks the member nodes the virtual node stands for; nil
-	// means all of them.
-	NodeSelector labels.Selector
-	// Clock ages out counters; it defaults to the real clock.
-	Clock clock.PassiveClock
-}
-
-// ResourceMetrics serves a virtual node's kubelet stats (/stats/summary) and
-// resource metrics (/metrics/resource) for the pods it forwarded, under
-// their host namespace and name, and for the node as the sum over the member
-// nodes it stands for. Safe for concurrent use.
-type ResourceMetrics struct {
-	cfg  ResourceMetricsConfig
-	pods labels.Selector
-
-	mu         sync.Mutex
-	node       counter
-	containers map[containerKey]*counter
-}
-
-type containerKey struct {
-	hostUID   types.UID
-	container string
-}
-
-// NewResourceMetrics returns the resource metrics of one virtual node.
-func NewResourceMetrics(cfg ResourceMetricsConfig) (*ResourceMetrics, error) {
-	if cfg.NodeName == "" || cfg.Metrics == nil || cfg.MemberPods == nil {
-		return nil, errors.New("provider: resource metrics need NodeName, Metrics and MemberPods")
+	for _, c := range []prometheus.Collector{m.createLatency, m.statusLatency, m.operations} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
 	}
-	if cfg.NodeSelector == nil {
-		cfg.NodeSelector = labels.Everything()
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.RealClock{}
-	}
-	set := labels.Set{wellknown.ClusterLabel: cfg.NodeName}
-	if cfg.Installation != "" {
-		set[wellknown.InstallationLabel] = cfg.Installation
-	}
-	return &ResourceMetrics{cfg: cfg, pods: labels.SelectorFromSet(set), containers: map[containerKey]*counter{}}, nil
+	return m, nil
 }
 
-// counter integrates a CPU usage rate sampled at increasing times into
-// cumulative CPU time (see the top of this file).
-type counter struct {
-	coreSeconds float64
-	rate        float64 // cores, of the last sample integrated
-	at          time.Time
-	seen        time.Time // on the local clock, for retention
-}
-
-func (c *counter) add(rate float64, at time.Time, window time.Duration, now time.Time) {
-	c.seen = now
-	switch {
-	case c.at.IsZero():
-		c.coreSeconds = counterStart + rate*window.Seconds()
-	case at.After(c.at):
-		c.coreSeconds += rate * at.Sub(c.at).Seconds()
-	default:
+func (m *Metrics) operation(node, op string, err error) {
+	if m == nil {
 		return
 	}
-	c.rate, c.at = rate, at
-}
-
-// sample is one CPU and memory usage sample as the kubelet API reports it.
-type sample struct {
-	at          time.Time
-	cpuRate     float64 // cores
-	cpuSeconds  float64 // cumulative core-seconds
-	memoryBytes uint64  // working set
-}
-
-type containerSample struct {
-	name    string
-	start   time.Time // zero when unknown
-	sampled bool      // false: running, not yet in the member's metrics
-	sample
-}
-
-type podSample struct {
-	namespace, name string // the host pod's
-	uid             types.UID
-	start           time.Time
-	containers      []containerSample
-}
-
-// snapshot is the virtual node's usage at one request.
-type snapshot struct {
-	node *sample // nil when the member reports no node
-	pods []podSample
-}
-
-// collect reads the member's metrics and advances the counters.
-func (m *ResourceMetrics) collect(ctx context.Context) (snapshot, error) {
-	podMetrics, err := m.cfg.Metrics.PodMetrics(ctx, m.pods)
+	result := "success"
 	if err != nil {
-		return snapshot{}, fmt.Errorf("pod metrics of cluster %s: %w", m.cfg.NodeName, err)
+		result = "error"
 	}
-	nodeMetrics, err := m.cfg.Metrics.NodeMetrics(ctx, m.cfg.NodeSelector)
+	m.operations.WithLabelValues(node, op, result).Inc()
+}
+
+// created counts an attempt to forward a pod: held when it waits for a
+// missing object rather than having been forwarded.
+func (m *Metrics) created(node string, held bool, err error) {
+	if m != nil && held {
+		m.operations.WithLabelValues(node, "create", "held").Inc()
+		return
+	}
+	m.operation(node, "create", err)
+}
+
+// retrying counts a create handed to the forward-retry queue.
+func (m *Metrics) retrying(node string) {
+	if m != nil {
+		m.operations.WithLabelValues(node, "create", "retry").Inc()
+	}
+}
+
+// hostPodSeen starts the create latency clock of a host pod.
+func (m *Metrics) hostPodSeen(pod *corev1.Pod) {
+	if m == nil || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
+		return
+	}
+	m.hostSeen.LoadOrStore(pod.UID, m.clock.Now())
+}
+
+// memberPodCreated observes the create latency of a host pod, once.
+func (m *Metrics) memberPodCreated(node string, pod *corev1.Pod) {
+	if m == nil {
+		return
+	}
+	if seen, ok := m.hostSeen.LoadAndDelete(pod.UID); ok {
+		m.createLatency.WithLabelValues(node).Observe(m.clock.Since(seen.(time.Time)).Seconds())
+	}
+}
+
+func (m *Metrics) hostPodGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok && m != nil {
+		m.hostSeen.Delete(pod.UID)
+		m.statusChanged.Delete(pod.Namespace + "/" + pod.Name)
+	}
+}
+
+// memberPodChanged starts the status latency clock of a host pod, unless
+// an earlier change is still waiting to be written.
+func (m *Metrics) memberPodChanged(key string) {
+	if m != nil {
+		m.statusChanged.LoadOrStore(key, m.clock.Now())
+	}
+}
+
+// statusUnchanged stops the status clock of a pod with nothing to write.
+func (m *Metrics) statusUnchanged(key string) {
+	if m != nil {
+		m.statusChanged.Delete(key)
+	}
+}
+
+// statusWritten observes the status latency of a host pod.
+func (m *Metrics) statusWritten(node, key string) {
+	if m == nil {
+		return
+	}
+	if changed, ok := m.statusChanged.LoadAndDelete(key); ok {
+		m.statusLatency.WithLabelValues(node).Observe(m.clock.Since(changed.(time.Time)).Seconds())
+	}
+}
+
+// HostPodEvents returns the handler to add to the informer of the host pods
+// bound to this virtual node (the one virtual-kubelet's pod controller
+// watches), ahead of the pod controller, so that the create latency counts
+// from the moment the host pod is seen.
+func (p *Provider) HostPodEvents() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pod, ok := obj.(*corev1.Pod); ok && !p.forwarded(pod) {
+				p.cfg.Metrics.hostPodSeen(pod)
+			}
+		},
+		DeleteFunc: p.cfg.Metrics.hostPodGone,
+	}
+}
+
+// forwarded reports whether the member cache holds the host pod's member pod.
+func (p *Provider) forwarded(host *corev1.Pod) bool {
+	m, err := p.memberPods.Pods(p.target(host.Namespace).Namespace).Get(host.Name)
+	return err == nil && p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(host.UID)
+}
+
+// PodClient wraps the host pod client given to virtual-kubelet's pod
+// controller, which writes the statuses the provider hands it, so that the
+// status latency counts until the write succeeded.
+func (p *Provider) PodClient(c corev1client.PodsGetter) corev1client.PodsGetter {
+	if p.cfg.Metrics == nil {
+		return c
+	}
+	return statusWrites{PodsGetter: c, p: p}
+}
+
+type statusWrites struct {
+	corev1client.PodsGetter
+	p *Provider
+}
+
+func (s statusWrites) Pods(namespace string) corev1client.PodInterface {
+	return statusWriter{PodInterface: s.PodsGetter.Pods(namespace), p: s.p}
+}
+
+type statusWriter struct {
+	corev1client.PodInterface
+	p *Provider
+}
+
+func (s statusWriter) UpdateStatus(ctx context.Context, pod *corev1.Pod, opts metav1.UpdateOptions) (*corev1.Pod, error) {
+	out, err := s.PodInterface.UpdateStatus(ctx, pod, opts)
+	if err == nil || apierrors.IsNotFound(err) {
+		s.p.cfg.Metrics.statusWritten(s.p.cfg.NodeName, pod.Namespace+"/"+pod.Name)
+	}
+	return out, err
+}
+
+// ForwardedPods counts the member pods this virtual node forwarded.
+func (p *Provider) ForwardedPods() int {
+	pods, err := p.memberPods.List(p.ownSelector())
 	if err != nil {
-		return snapshot{}, fmt.Errorf("node metrics of cluster %s: %w", m.cfg.NodeName, err)
+		return 0
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.cfg.Clock.Now()
-	var snap snapshot
-	sampled := map[types.UID]bool{}
-	for i := range podMetrics {
-		if p, ok := m.podSampleLocked(&podMetrics[i], now); ok {
-			snap.pods = append(snap.pods, p)
-			sampled[p.uid] = true
+	return len(pods)
+}
+
+// Backlog counts the host pods bound to this virtual node that are to run
+// but have no member pod yet: those waiting in virtual-kubelet's create
+// queue (which keeps its depth to itself) and in the forward-retry queue.
+// It looks only at the pods last seen unforwarded (see trackBacklog) and
+// drops those that no longer are.
+func (p *Provider) Backlog() int {
+	n := 0
+	p.unforwarded.Range(func(k, _ any) bool {
+		ns, name, _ := cache.SplitMetaNamespaceKey(k.(string))
+		if h, err := p.hostPods.Pods(ns).Get(name); err == nil && p.inBacklog(h) {
+			n++
+		} else {
+			p.unforwarded.Delete(k)
 		}
-	}
-	// A kubelet lists a container as soon as it runs; the member's
-	// metrics-server only after scraping it (twice, for CPU). Until then
-	// the pod is listed with its running containers and no usage.
-	members, err := m.cfg.MemberPods.List(m.pods)
-	if err != nil {
-		return snapshot{}, fmt.Errorf("pods of cluster %s: %w", m.cfg.NodeName, err)
-	}
-	for _, member := range members {
-		if p, ok := unsampledPod(member); ok && !sampled[p.uid] {
-			snap.pods = append(snap.pods, p)
-		}
-	}
-	slices.SortFunc(snap.pods, func(a, b podSample) int {
-		return strings.Compare(a.namespace+"/"+a.name, b.namespace+"/"+b.name)
+		return true
 	})
-	if len(nodeMetrics) > 0 {
-		snap.node = m.nodeUsageLocked(nodeMetrics, now)
-	}
-	for k, c := range m.containers {
-		if now.Sub(c.seen) > counterRetention {
-			delete(m.containers, k)
-		}
-	}
-	return snap, nil
+	return n
 }
 
-// podSampleLocked maps one member pod's metrics to its host pod.
-func (m *ResourceMetrics) podSampleLocked(pm *metricsv1beta1.PodMetrics, now time.Time) (podSample, bool) {
-	member, err := m.cfg.MemberPods.Pods(pm.Namespace).Get(pm.Name)
-	if err != nil {
-		return podSample{}, false // not in the cache yet, or gone
-	}
-	p, ok := hostIdentity(member)
-	if !ok {
-		return podSample{}, false
-	}
-	for _, cm := range pm.Containers {
-		key := containerKey{p.uid, cm.Name}
-		c := m.containers[key]
-		if c == nil {
-			c = &counter{}
-			m.containers[key] = c
-		}
-		rate := cores(cm.Usage.Cpu())
-		c.add(rate, pm.Timestamp.Time, pm.Window.Duration, now)
-		p.containers = append(p.containers, containerSample{
-			name:    cm.Name,
-			start:   containerStart(member, cm.Name),
-			sampled: true,
-			sample:  sample{at: c.at, cpuRate: c.rate, cpuSeconds: c.coreSeconds, memoryBytes: byteCount(cm.Usage.Memory())},
-		})
-	}
-	slices.SortFunc(p.containers, func(a, b containerSample) int { return strings.Compare(a.name, b.name) })
-	return p, len(p.containers) > 0
+// inBacklog reports whether a host pod is to run but has no member pod.
+func (p *Provider) inBacklog(h *corev1.Pod) bool {
+	return h.DeletionTimestamp == nil && !podstate.Terminal(h) && h.Spec.NodeName == p.cfg.NodeName && !p.forwarded(h)
 }
 
-// unsampledPod is a running member pod as a podSample without usage.
-func unsampledPod(member *corev1.Pod) (podSample, bool) {
-	p, ok := hostIdentity(member)
-	if !ok || member.Status.Phase != corev1.PodRunning {
-		return podSample{}, false
-	}
-	for _, c := range member.Spec.Containers {
-		if start := containerStart(member, c.Name); !start.IsZero() {
-			p.containers = append(p.containers, containerSample{name: c.Name, start: start})
-		}
-	}
-	slices.SortFunc(p.containers, func(a, b containerSample) int { return strings.Compare(a.name, b.name) })
-	return p, len(p.containers) > 0
-}
-
-// hostIdentity is the host pod a member pod stands for.
-func hostIdentity(member *corev1.Pod) (podSample, bool) {
-	p := podSample{
-		namespace: member.Annotations[wellknown.HostNamespaceAnnotation],
-		name:      member.Annotations[wellknown.HostNameAnnotation],
-		uid:       types.UID(member.Labels[wellknown.HostUIDLabel]),
-	}
-	if p.namespace == "" || p.name == "" || p.uid == "" {
-		return podSample{}, false
-	}
-	if member.Status.StartTime != nil {
-		p.start = member.Status.StartTime.Time
-	}
-	return p, true
-}
-
-// nodeUsageLocked sums the member nodes' usage into the virtual node's.
-func (m *ResourceMetrics) nodeUsageLocked(nodes []metricsv1beta1.NodeMetrics, now time.Time) *sample {
-	var rate float64
-	var memory uint64
-	var at time.Time
-	var window time.Duration
-	for _, n := range nodes {
-		rate += cores(n.Usage.Cpu())
-		memory += byteCount(n.Usage.Memory())
-		// The member's samples of one scrape round differ by the time it
-		// took to scrape; the newest stands for the round.
-		if n.Timestamp.After(at) {
-			at = n.Timestamp.Time
-		}
-		window = max(window, n.Window.Duration)
-	}
-	m.node.add(rate, at, window, now)
-	return &sample{at: m.node.at, cpuRate: m.node.rate, cpuSeconds: m.node.coreSeconds, memoryBytes: memory}
-}
-
-func cores(q *resource.Quantity) float64 { return float64(q.ScaledValue(resource.Nano)) / 1e9 }
-
-func byteCount(q *resource.Quantity) uint64 {
-	if v := q.Value(); v > 0 {
-		return uint64(v)
-	}
-	return 0
-}
-
-func containerStart(p *corev1.Pod, container string) time.Time {
-	for _, s := range p.Status.ContainerStatuses {
-		if s.Name == container && s.State.Running != nil {
-			return s.State.Running.StartedAt.Time
-		}
-	}
-	return time.Time{}
-}
-
-// GetStatsSummary returns the kubelet stats summary of the virtual node:
-// the node's CPU and memory, and those of the pods it forwarded.
-func (m *ResourceMetrics) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	ctx, span := trace.StartSpan(ctx, "provider.GetStatsSummary")
-	defer span.End()
-	snap, err := m.collect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return summary(m.cfg.NodeName, snap), nil
-}
-
-// GetMetricsResource returns the kubelet's /metrics/resource families for
-// the virtual node and the pods it forwarded.
-func (m *ResourceMetrics) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	ctx, span := trace.StartSpan(ctx, "provider.GetMetricsResource")
-	defer span.End()
-	snap, err := m.collect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return families(snap), nil
-}
-
-func summary(nodeName string, snap snapshot) *statsv1alpha1.Summary {
-	s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: nodeName}}
-	if n := snap.node; n != nil {
-		s.Node.CPU, s.Node.Memory = cpuStats(*n), memoryStats(*n)
-	}
-	s.Pods = []statsv1alpha1.PodStats{}
-	for _, p := range snap.pods {
-		ps := statsv1alpha1.PodStats{
-			PodRef:    statsv1alpha1.PodReference{Name: p.name, Namespace: p.namespace, UID: string(p.uid)},
-			StartTime: metav1.NewTime(p.start),
-		}
-		var total sample
-		sampled := false
-		for _, c := range p.containers {
-			cs := statsv1alpha1.ContainerStats{Name: c.name, StartTime: metav1.NewTime(c.start)}
-			if !c.sampled {
-				ps.Containers = append(ps.Containers, cs)
-				continue
-			}
-			sampled = true
-			cs.CPU, cs.Memory = cpuStats(c.sample), memoryStats(c.sample)
-			ps.Containers = append(ps.Containers, cs)
-			total.cpuRate += c.cpuRate
-			total.cpuSeconds += c.cpuSeconds
-			total.memoryBytes += c.memoryBytes
-			if c.at.After(total.at) {
-				total.at = c.at
+// trackBacklog keeps the keys of the host pods last seen in the backlog:
+// each host pod event adds or removes its pod's key. A pod forwarded since
+// its last event is dropped by the next Backlog.
+func (p *Provider) trackBacklog() cache.ResourceEventHandler {
+	seen := func(obj any) {
+		if h, ok := obj.(*corev1.Pod); ok {
+			if key := h.Namespace + "/" + h.Name; p.inBacklog(h) {
+				p.unforwarded.Store(key, struct{}{})
+			} else {
+				p.unforwarded.Delete(key)
 			}
 		}
-		if sampled {
-			ps.CPU, ps.Memory = cpuStats(total), memoryStats(total)
-		}
-		s.Pods = append(s.Pods, ps)
 	}
-	return s
-}
-
-func cpuStats(u sample) *statsv1alpha1.CPUStats {
-	return &statsv1alpha1.CPUStats{
-		Time:                 metav1.NewTime(u.at),
-		UsageNanoCores:       ptr.To(uint64(u.cpuRate * 1e9)),
-		UsageCoreNanoSeconds: ptr.To(uint64(u.cpuSeconds * 1e9)),
-	}
-}
-
-func memoryStats(u sample) *statsv1alpha1.MemoryStats {
-	return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(u.at), WorkingSetBytes: ptr.To(u.memoryBytes)}
-}
-
-// Names and help of the kubelet's resource metrics, which metrics-server reads.
-const (
-	nodeCPUMetric            = "node_cpu_usage_seconds_total"
-	nodeMemoryMetric         = "node_memory_working_set_bytes"
-	podCPUMetric             = "pod_cpu_usage_seconds_total"
-	podMemoryMetric          = "pod_memory_working_set_bytes"
-	containerCPUMetric       = "container_cpu_usage_seconds_total"
-	containerMemoryMetric    = "container_memory_working_set_bytes"
-	containerStartTimeMetric = "container_start_time_seconds"
-)
-
-func families(snap snapshot) []*dto.MetricFamily {
-	nodeCPU := family(nodeCPUMetric, "[STABLE] Cumulative cpu time consumed by the node in core-seconds", dto.MetricType_COUNTER)
-	nodeMemory := family(nodeMemoryMetric, "[STABLE] Current working set of the node in bytes", dto.MetricType_GAUGE)
-	podCPU := family(podCPUMetric, "[STABLE] Cumulative cpu time consumed by the pod in core-seconds", dto.MetricType_COUNTER)
-	podMemory := family(podMemoryMetric, "[STABLE] Current working set of the pod in bytes", dto.MetricType_GAUGE)
-	containerCPU := family(containerCPUMetric, "[STABLE] Cumulative cpu time consumed by the container in core-seconds", dto.MetricType_COUNTER)
-	containerMemory := family(containerMemoryMetric, "[STABLE] Current working set of the container in bytes", dto.MetricType_GAUGE)
-	containerStart := family(containerStartTimeMetric, "[STABLE] Start time of the container since unix epoch in seconds", dto.MetricType_GAUGE)
-	if n := snap.node; n != nil {
-		add(nodeCPU, nil, n.cpuSeconds, n.at)
-		add(nodeMemory, nil, float64(n.memoryBytes), n.at)
-	}
-	for _, p := range snap.pods {
-		var cpu float64
-		var memory uint64
-		var at time.Time
-		sampled := false
-		for _, c := range p.containers {
-			l := labelPairs("namespace", p.namespace, "pod", p.name, "container", c.name)
-			if !c.sampled {
-				// Started since the member's last scrape: it has used next
-				// to no CPU yet, and its working set is unknown.
-				add(containerCPU, l, counterStart, c.start)
-				add(containerStart, l, float64(c.start.UnixNano())/1e9, c.start)
-				cpu += counterStart
-				at = latest(at, c.start)
-				continue
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, cur any) { seen(cur) },
+		DeleteFunc: func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				p.unforwarded.Delete(key)
 			}
-			sampled = true
-			add(containerCPU, l, c.cpuSeconds, c.at)
-			add(containerMemory, l, float64(c.memoryBytes), c.at)
-			if !c.start.IsZero() {
-				add(containerStart, l, float64(c.start.UnixNano())/1e9, c.at)
-			}
-			cpu += c.cpuSeconds
-			memory += c.memoryBytes
-			at = latest(at, c.at)
-		}
-		l := labelPairs("namespace", p.namespace, "pod", p.name)
-		add(podCPU, l, cpu, at)
-		if sampled {
-			add(podMemory, l, float64(memory), at)
-		}
+		},
 	}
-	var out []*dto.MetricFamily
-	for _, f := range []*dto.MetricFamily{containerCPU, containerMemory, containerStart, nodeCPU, nodeMemory, podCPU, podMemory} {
-		if len(f.Metric) > 0 {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
-func family(name, help string, typ dto.MetricType) *dto.MetricFamily {
-	return &dto.MetricFamily{Name: ptr.To(name), Help: ptr.To(help), Type: typ.Enum()}
-}
-
-// add appends a sample stamped with the member's sample time, which is what
-// metrics-server divides counter increases by.
-func add(f *dto.MetricFamily, l []*dto.LabelPair, v float64, at time.Time) {
-	m := &dto.Metric{Label: l, TimestampMs: ptr.To(at.UnixMilli())}
-	if f.GetType() == dto.MetricType_COUNTER {
-		m.Counter = &dto.Counter{Value: ptr.To(v)}
-	} else {
-		m.Gauge = &dto.Gauge{Value: ptr.To(v)}
-	}
-	f.Metric = append(f.Metric, m)
-}
-
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// labelPairs turns name, value, ... into label pairs, in that order:
-// namespace, pod, container — from the widest scope, as virtual-kubelet's
-// conformance suite expects; consumers such as metrics-server read labels
-// by name.
-func labelPairs(kv ...string) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, &dto.LabelPair{Name: ptr.To(kv[i]), Value: ptr.To(kv[i+1])})
-	}
-	return out
+// startSpan opens a span around one forwarded operation on the pod key and
+// puts the key, with the node, into the span's attributes and the logger's
+// fields.
+func (p *Provider) startSpan(ctx context.Context, name, key string) (context.Context, trace.Span) {
+	ctx, span := trace.StartSpan(ctx, name)
+	fields := log.Fields{"pod": key, "node": p.cfg.NodeName}
+	ctx = span.WithFields(ctx, fields)
+	return log.WithLogger(ctx, log.G(ctx).WithFields(fields)), span
 }

@@ -42,7 +42,7 @@ func newServiceMirror(p *Provider) (*serviceMirror, error) {
 	host := p.cfg.HostInformers.Core().V1().Services()
 	member := p.cfg.MemberInformers.Core().V1().Services()
 	m := &serviceMirror{
-		p: p, host: host.Lister(), member: member.Lister(), hostPods: p.cfg.HostPods,
+		p: p, host: host.Lister(), member: member.Lister(), hostPods: p.hostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  newKeyQueue("services"),
 	}

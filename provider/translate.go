@@ -326,7 +326,21 @@ const (
 	// ReasonMemberPodDeleted is the host pod's status reason after its member
 	// pod was deleted or evicted in the member by someone other than flotilla.
 	ReasonMemberPodDeleted = "MemberPodDeleted"
+	// ReasonForwardFailed is the host pod's status reason when forwarding
+	// it failed for a reason that retrying cannot fix.
+	ReasonForwardFailed = "ForwardFailed"
 )
+
+// ForwardFailedStatus is the host pod's status when it cannot be forwarded
+// to cluster: Failed, as a kubelet leaves a pod it rejects at admission, so
+// that its controller replaces it and kubectl shows why.
+func ForwardFailedStatus(host *corev1.Pod, cluster string, err error) corev1.PodStatus {
+	s := *host.Status.DeepCopy()
+	s.Phase = corev1.PodFailed
+	s.Reason = ReasonForwardFailed
+	s.Message = fmt.Sprintf("Forwarding to member cluster %s failed: %v", cluster, err)
+	return s
+}
 
 // DeletedStatus is the host pod's status after its member pod disappeared
 // out of band: Failed, like a pod a kubelet evicted, so that its controller

@@ -242,28 +242,17 @@ func run() error {
 		defer stop()
 	}
 	cfg := agent.Config{
-		HostClient:      hostClient,
-		HostConfig:      hostCfg,
-		MemberClient:    memberClient,
-		MemberConfig:    memberCfg,
-		Installation:    installation,
-		VirtualClusters: virtualClusters,
-		NodeIP:          nodeIP,
-		KubeletVersion:  memberVersion(ctx, memberClient),
-		ServingCert:     serving,
-		Auth:            func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
-		Kubelet: func(vc v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider {
-			// Stats and resource metrics come from the member's
-			// metrics.k8s.io, never from its kubelets (see provider.ResourceMetrics).
-			metrics, _ := provider.NewResourceMetrics(provider.ResourceMetricsConfig{
-				NodeName:     vc.Name,
-				Installation: installation,
-				Metrics:      provider.MetricsAPI{Client: memberMetrics},
-				MemberPods:   p.MemberPods(),
-				NodeSelector: nodeconfig.Selector(vc),
-			})
-			return provider.Kubelet{Provider: p, ResourceMetrics: metrics}
-		},
+		HostClient:       hostClient,
+		HostConfig:       hostCfg,
+		MemberClient:     memberClient,
+		MemberConfig:     memberCfg,
+		Installation:     installation,
+		VirtualClusters:  virtualClusters,
+		NodeIP:           nodeIP,
+		KubeletVersion:   memberVersion(ctx, memberClient),
+		ServingCert:      serving,
+		Auth:             func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
+		Kubelet:          kubelet(installation, memberMetrics),
 		PodWorkers:       o.podWorkers,
 		StatusWorkers:    o.statusWorkers,
 		HealthInterval:   o.healthInterval,
@@ -280,6 +269,26 @@ func run() error {
 		}, func(ctx context.Context) error { return agent.Run(ctx, cfg) })
 	}
 	return agent.Run(ctx, cfg)
+}
+
+// kubelet returns what serves a virtual node's kubelet API: its provider for
+// logs, exec, attach and port-forward, and stats and resource metrics from
+// the member's metrics.k8s.io, never from its kubelets (see
+// provider.ResourceMetrics).
+func kubelet(installation string, memberMetrics metricsclient.Interface) func(v1alpha1.VirtualCluster, *provider.Provider) (nodeutil.Provider, error) {
+	return func(vc v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error) {
+		metrics, err := provider.NewResourceMetrics(provider.ResourceMetricsConfig{
+			NodeName:     vc.Name,
+			Installation: installation,
+			Metrics:      provider.MetricsAPI{Client: memberMetrics},
+			MemberPods:   p.MemberPods(),
+			NodeSelector: nodeconfig.Selector(vc),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("stats and resource metrics: %w", err)
+		}
+		return provider.Kubelet{Provider: p, ResourceMetrics: metrics}, nil
+	}
 }
 
 // startTracing exports spans over OTLP when an endpoint is configured and

@@ -68,8 +68,8 @@ type Config struct {
 	// endpoint; it is called once per virtual node.
 	Auth func(nodeName string) (nodeutil.Auth, error)
 	// Kubelet returns what serves a virtual node's kubelet API (logs, exec,
-	// stats, ...) for its provider.
-	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider
+	// stats, ...) for its provider; an error stops the agent.
+	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error)
 
 	// PodWorkers and StatusWorkers are the process's concurrency of
 	// forwarding and of status sync, shared among the virtual nodes (see
@@ -280,7 +280,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	pods, err := provider.New(provider.Config{
 		NodeName:        vc.Name,
 		Installation:    cfg.Installation,
-		HostPods:        podInformer.Lister(),
+		HostPods:        podInformer,
 		HostClient:      cfg.HostClient,
 		Recorder:        recorder,
 		MemberClient:    cfg.MemberClient,
@@ -328,7 +328,10 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	if err != nil {
 		return nil, err
 	}
-	kubelet := cfg.Kubelet(vc, pods)
+	kubelet, err := cfg.Kubelet(vc, pods)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet endpoint of virtual node %s: %w", vc.Name, err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
 		RunInContainer:    kubelet.RunInContainer,

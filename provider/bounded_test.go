@@ -1,0 +1,75 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+)
+
+// Memory stays bounded: what the provider keeps per pod goes with the pod.
+
+func syncMapLen(m *sync.Map) int {
+	n := 0
+	m.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// TestSeenForgetsGonePods churns pods through the ways a forwarded pod
+// goes — its host pod force-deleted, deleted gracefully, or its member pod
+// deleted out of band — with the provider's caches moved as informers move
+// them, and checks that the provider keeps nothing of them afterwards.
+func TestSeenForgetsGonePods(t *testing.T) {
+	w := buildHarness(t)
+	ctx := context.Background()
+	w.p.NotifyPods(ctx, func(*corev1.Pod) {})
+	target := w.p.target(testNamespace)
+	const pods = 10000
+	for i := range pods {
+		name := fmt.Sprintf("p-%d", i)
+		key := testNamespace + "/" + name
+		host := boundPod(name, func(p *corev1.Pod) { p.UID = types.UID(fmt.Sprintf("uid-%d", i)) })
+		member := ToMember(host, target)
+		must(t, w.hostPodIndexer.Add(host))
+		must(t, w.memberPodIndexer.Add(member))
+		must(t, w.p.syncStatus(ctx, key))
+
+		switch i % 3 {
+		case 0: // force-deleted in the host; virtual-kubelet deletes the member pod
+			must(t, w.hostPodIndexer.Delete(host))
+			must(t, w.p.DeletePod(ctx, orphanView(member)))
+			must(t, w.memberPodIndexer.Delete(member))
+			must(t, w.p.syncStatus(ctx, key))
+		case 1: // deleted gracefully
+			deleting := host.DeepCopy()
+			deleting.DeletionTimestamp = ptr.To(metav1.Now())
+			deleting.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			must(t, w.hostPodIndexer.Update(deleting))
+			must(t, w.p.DeletePod(ctx, deleting))
+			must(t, w.memberPodIndexer.Delete(member))
+			must(t, w.p.syncStatus(ctx, key))
+			must(t, w.hostPodIndexer.Delete(deleting))
+			must(t, w.p.syncStatus(ctx, key))
+		case 2: // member pod deleted out of band, then the failed host pod deleted
+			must(t, w.memberPodIndexer.Delete(member))
+			must(t, w.p.syncStatus(ctx, key))
+			must(t, w.hostPodIndexer.Delete(host))
+			must(t, w.p.syncStatus(ctx, key))
+		}
+	}
+	if n := syncMapLen(&w.p.seen); n != 0 {
+		t.Errorf("provider remembers %d of %d pods that are gone", n, pods)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

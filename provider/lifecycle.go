@@ -1,0 +1,317 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
+	err := p.cfg.HostClient.CoreV1().Pods(host.Namespace).Delete(ctx, host.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: ptr.To[int64](0),
+		Preconditions:      metav1.NewUIDPreconditions(string(host.UID)),
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("finish deletion of host pod %s/%s: %w", host.Namespace, host.Name, err)
+	}
+	return nil
+}
+
+// CreatePod forwards a host pod into the member. Failures that may pass
+// (the member is unreachable, the namespace's service account is not there
+// yet) are retried in the background so that a pod with restartPolicy Never
+// is not failed for them; other failures are returned, and virtual-kubelet
+// records them on the host pod.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	key := pod.Namespace + "/" + pod.Name
+	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
+	defer span.End()
+	held, err := p.forward(ctx, pod)
+	if err == nil || !transient(err) {
+		span.SetStatus(err)
+		p.cfg.Metrics.created(p.cfg.NodeName, held, err)
+		return err
+	}
+	span.SetStatus(err)
+	p.cfg.Metrics.retrying(p.cfg.NodeName)
+	log.G(ctx).WithError(err).Info("forwarding failed, will retry")
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
+		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)
+	p.retryQueue.AddRateLimited(key)
+	return nil
+}
+
+// forward creates the member pod of a host pod, or reports it held: not
+// forwarded because an object it needs is missing in the host, which is
+// reported on the pod, and forwarded again once the object exists.
+func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err error) {
+	t := p.target(pod.Namespace)
+	if err := p.ns.ensure(ctx, t.Namespace, pod.Namespace); err != nil {
+		return false, err
+	}
+	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
+		return err == nil, err
+	}
+	src, applied, err := p.override(ctx, pod)
+	if err != nil {
+		return false, err
+	}
+	member := ToMember(src, t)
+	if err := Confine(member, p.cfg.Partition); err != nil {
+		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
+	}
+	_, err = p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if err := p.adopt(ctx, pod, t); err != nil {
+			return false, err
+		}
+	case err != nil:
+		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
+	return false, p.recordOverrides(ctx, pod, applied)
+}
+
+// adopt takes over a member pod that already exists under the pod's name: it
+// is this host pod's after a restart, an earlier host pod's leftover that has
+// to go first, or not flotilla's at all, which is reported and left alone.
+func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
+	existing, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("member pod %s/%s vanished during adoption: %w", t.Namespace, pod.Name, errRetry)
+	}
+	if err != nil {
+		return fmt.Errorf("get pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	switch {
+	case !p.ours(existing):
+		return fmt.Errorf("pod %s/%s already exists in cluster %s and is not managed by this flotilla virtual node", t.Namespace, pod.Name, t.Cluster)
+	case existing.Labels[wellknown.HostUIDLabel] == string(pod.UID):
+		return nil
+	}
+	if existing.DeletionTimestamp == nil {
+		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			Preconditions: metav1.NewUIDPreconditions(string(existing.UID)),
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete leftover pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+		}
+	}
+	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
+}
+
+// UpdatePod applies to the member pod what may change on a running pod:
+// container images, activeDeadlineSeconds, added tolerations, labels and annotations.
+func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.UpdatePod", pod.Namespace+"/"+pod.Name)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "update", err)
+	}()
+	t := p.target(pod.Namespace)
+	src, applied, err := p.override(ctx, pod)
+	if err != nil {
+		return err
+	}
+	want := ToMember(src, t)
+	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, pod.Name, t.Cluster)
+		}
+		if err != nil {
+			return err
+		}
+		if !p.ours(cur) || cur.Labels[wellknown.HostUIDLabel] != string(pod.UID) {
+			return errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, pod.Name, t.Cluster)
+		}
+		upd := cur.DeepCopy()
+		if !applyMutable(upd, want) {
+			return nil
+		}
+		_, err = pods.Update(ctx, upd, metav1.UpdateOptions{})
+		if err == nil {
+			p.svc.podChanged(pod.Namespace) // labels may now match other Services
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return p.recordOverrides(ctx, pod, applied)
+}
+
+// applyMutable copies the updatable fields of want into cur and reports
+// whether anything changed.
+func applyMutable(cur, want *corev1.Pod) bool {
+	before := cur.DeepCopy()
+	cur.Labels = want.Labels
+	cur.Annotations = want.Annotations
+	copyImages(cur.Spec.Containers, want.Spec.Containers)
+	copyImages(cur.Spec.InitContainers, want.Spec.InitContainers)
+	cur.Spec.ActiveDeadlineSeconds = want.Spec.ActiveDeadlineSeconds
+	for _, t := range want.Spec.Tolerations {
+		if !hasToleration(cur.Spec.Tolerations, t) {
+			cur.Spec.Tolerations = append(cur.Spec.Tolerations, t)
+		}
+	}
+	return !equality.Semantic.DeepEqual(before, cur)
+}
+
+func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
+	for _, x := range ts {
+		if equality.Semantic.DeepEqual(x, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// DeletePod deletes the member pod with the host pod's grace period. It may
+// be called many times — virtual-kubelet calls it again when the grace
+// period shortens, as it does when the host pod's deletion is finished — so
+// it works from the member pod cache and writes only what is still to do:
+// nothing while the member pod terminates with no longer a grace period than
+// asked for; the host pod's deletion is finished once the member pod is gone.
+// A member pod the cache has not shown yet is left to the orphan check,
+// which deletes it as soon as it appears without its host pod. It reports
+// success rather than NotFound for a pod already gone, because
+// virtual-kubelet records every error, NotFound included, as a
+// ProviderDeleteFailed warning on the host pod.
+func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.DeletePod", pod.Namespace+"/"+pod.Name)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "delete", err)
+	}()
+	t := p.target(pod.Namespace)
+	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+		if member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds) {
+			return nil // terminating; syncStatus finishes the host pod once it is gone
+		}
+		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+			Preconditions:      metav1.NewUIDPreconditions(string(member.UID)),
+		})
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+		}
+	}
+	// The member pod is gone. Finish the host pod's deletion as a kubelet
+	// does, unless it is already being removed at once.
+	if pod.DeletionTimestamp != nil && ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
+		return p.deleteHostPod(ctx, pod)
+	}
+	return nil
+}
+
+// PodEventFilter is virtual-kubelet's PodEventFilterFunc. It hides a host
+// pod whose deletion is already being finished (grace period 0) and whose
+// member pod is gone, since virtual-kubelet has nothing left to do for it:
+// the informer's filtering handler turns the update that shortened the
+// grace period into a delete, so virtual-kubelet forgets the pod at once
+// instead of comparing it in full with its last spec (a millisecond of CPU
+// per pod) and calling DeletePod again.
+func (p *Provider) PodEventFilter(_ context.Context, pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp == nil || ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
+		return true
+	}
+	member, err := p.memberPods.Pods(p.target(pod.Namespace).Namespace).Get(pod.Name)
+	return err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID)
+}
+
+// shorterGrace reports whether grace period a is shorter than b; nil is the
+// pod's default, never shorter.
+func shorterGrace(a, b *int64) bool {
+	return a != nil && (b == nil || *a < *b)
+}
+
+// GetPod returns the member pod in host terms (see HostView), or a NotFound
+// error when this host pod has no member pod.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	t := p.target(namespace)
+	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
+		return nil, errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, name, t.Cluster)
+	}
+	if err != nil {
+		return nil, err
+	}
+	host, err := p.hostPods.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return orphanView(member), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
+		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
+	}
+	return HostView(host, member, t), nil
+}
+
+// orphanView names a member pod whose host pod is gone by its host
+// coordinates, so virtual-kubelet can ask for its deletion.
+func orphanView(m *corev1.Pod) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      m.Annotations[wellknown.HostNameAnnotation],
+			Namespace: m.Annotations[wellknown.HostNamespaceAnnotation],
+			UID:       types.UID(m.Labels[wellknown.HostUIDLabel]),
+		},
+		Status: *m.Status.DeepCopy(),
+	}
+}
+
+// GetPodStatus returns the status GetPod would.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*corev1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns every member pod this virtual node forwarded, in host terms.
+func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
+	members, err := p.memberPods.List(p.ownSelector())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, 0, len(members))
+	for _, m := range members {
+		ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+		host, err := p.hostPods.Pods(ns).Get(name)
+		if err != nil || string(host.UID) != m.Labels[wellknown.HostUIDLabel] {
+			out = append(out, orphanView(m))
+			continue
+		}
+		out = append(out, HostView(host, m, p.target(ns)))
+	}
+	return out, nil
+}

@@ -1,0 +1,86 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// AppliedOverridesAnnotation on a host pod lists the override policies
+// applied to it for its cluster, comma-separated: namespace/name for an
+// OverridePolicy, name for a ClusterOverridePolicy.
+const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
+
+// ErrOverridesNotSynced is returned by Overrides while the override
+// policies cannot be read yet; forwarding is retried.
+var ErrOverridesNotSynced = fmt.Errorf("override policies not read yet: %w", errRetry)
+
+// Overrides applies OverridePolicies and ClusterOverridePolicies to a pod
+// forwarded to a cluster.
+type Overrides interface {
+	// Pod returns the pod as the cluster should run it, before translation,
+	// and the names of the policies applied; it does not change host.
+	Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error)
+	// Object returns a ConfigMap, Secret, ServiceAccount or Service that
+	// follows pods as the cluster should get it; it does not change obj.
+	Object(obj runtime.Object, kind string, cluster string) (runtime.Object, error)
+}
+
+// overridden applies the override policies to a host object about to be
+// mirrored into the member.
+func overridden[T runtime.Object](p *Provider, obj T, kind string) (T, error) {
+	if p.cfg.Overrides == nil {
+		return obj, nil
+	}
+	out, err := p.cfg.Overrides.Object(obj, kind, p.cfg.NodeName)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, p.cfg.NodeName, err)
+	}
+	return out.(T), nil
+}
+
+// override applies the override policies to a copy of the host pod.
+func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, []string, error) {
+	if p.cfg.Overrides == nil {
+		return pod, nil, nil
+	}
+	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
+	if err != nil {
+		if !errors.Is(err, errRetry) {
+			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
+				"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
+		}
+		return nil, nil, fmt.Errorf("override pod %s/%s for cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
+	}
+	return out, applied, nil
+}
+
+// recordOverrides writes the names of the override policies applied to a
+// forwarded pod on the host pod (AppliedOverridesAnnotation), when they
+// changed.
+func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied []string) error {
+	want := strings.Join(applied, ",")
+	if pod.Annotations[AppliedOverridesAnnotation] == want {
+		return nil
+	}
+	value := "null"
+	if want != "" {
+		b, _ := json.Marshal(want)
+		value = string(b)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, AppliedOverridesAnnotation, value)
+	_, err := p.cfg.HostClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("record override policies on pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// memberPodChanged queues a status sync of the host pod a member pod
+// stands for, and starts its status latency clock.
+func (p *Provider) memberPodChanged(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+	if ns == "" || name == "" {
+		return
+	}
+	p.cfg.Metrics.memberPodChanged(ns + "/" + name)
+	p.statusQueue.Add(ns + "/" + name)
+}
+
+// syncStatus brings the host pod in line with its member pod. It is level
+// based: it looks at both pods as they are now, whatever event brought it here.
+func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
+	ctx, span := p.startSpan(ctx, "provider.syncStatus", key)
+	defer func() {
+		span.SetStatus(err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, "status", err)
+	}()
+	return p.syncStatusOf(ctx, key)
+}
+
+func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	t := p.target(ns)
+	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
+		member = nil
+	} else if err != nil {
+		return err
+	}
+	host, err := p.hostPods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) || (err == nil && host.Spec.NodeName != p.cfg.NodeName) {
+		host = nil
+	} else if err != nil {
+		return err
+	}
+	if member != nil && (host == nil || member.Labels[wellknown.HostUIDLabel] != string(host.UID)) {
+		// The member pod's host pod is gone: deleted or evicted while the
+		// member was unreachable, or while this process was down.
+		if err := p.deleteOrphan(ctx, member); err != nil {
+			return err
+		}
+		member = nil
+	}
+	if host == nil {
+		p.seen.Delete(key)
+		p.cfg.Metrics.statusUnchanged(key)
+		return nil
+	}
+	switch {
+	case member != nil:
+		p.seen.Store(key, host.UID)
+		if podstate.Terminal(host) {
+			p.cfg.Metrics.statusUnchanged(key)
+			return nil
+		}
+		status := HostStatus(host, member)
+		if !StatusMatters(host.Status, status) {
+			p.cfg.Metrics.statusUnchanged(key)
+			return nil
+		}
+		p.notify(statusUpdate(host, status))
+	case host.DeletionTimestamp != nil:
+		// The member pod is gone: like a kubelet whose containers have
+		// stopped, finish the deletion in the host right away.
+		p.seen.Delete(key)
+		p.cfg.Metrics.statusUnchanged(key)
+		return p.deleteHostPod(ctx, host)
+	case podstate.Terminal(host):
+		p.seen.Delete(key)
+		p.cfg.Metrics.statusUnchanged(key)
+	default:
+		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
+			p.cfg.Metrics.statusUnchanged(key)
+			return nil // not created yet, or created before this process started
+		}
+		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventMemberPodDeleted,
+			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
+		p.notify(statusUpdate(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now()))))
+	}
+	return nil
+}
+
+// statusUpdate is what virtual-kubelet is handed to write status onto the
+// host pod: its metadata and the new status, without the spec. The
+// apiserver takes a pod's spec from the stored object on a status update,
+// and virtual-kubelet keeps the last update of every pod until the pod is
+// gone and compares each new one with it in full, so a spec here would cost
+// memory per pod and CPU per status change for nothing.
+func statusUpdate(host *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
+	return &corev1.Pod{TypeMeta: host.TypeMeta, ObjectMeta: *host.ObjectMeta.DeepCopy(), Status: status}
+}
+
+// deleteOrphan deletes a member pod whose host pod no longer exists. The UID
+// precondition makes it exactly-once and keeps it off any newer pod of the
+// same name.
+func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
+	if m.DeletionTimestamp != nil {
+		return nil
+	}
+	err := p.cfg.MemberClient.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
+		Preconditions: metav1.NewUIDPreconditions(string(m.UID)),
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete orphaned pod %s/%s in cluster %s: %w", m.Namespace, m.Name, p.cfg.NodeName, err)
+	}
+	log.G(ctx).WithField("pod", m.Namespace+"/"+m.Name).Info("deleted member pod whose host pod is gone")
+	return nil
+}

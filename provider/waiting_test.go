@@ -1,0 +1,130 @@
+package provider
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1informers "k8s.io/client-go/informers/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+)
+
+// countingPods counts the host pods the provider lists.
+type countingPods struct {
+	corev1informers.PodInformer
+	listed *atomic.Int64
+}
+
+func (c countingPods) Lister() corev1listers.PodLister {
+	return countingLister{PodLister: c.PodInformer.Lister(), listed: c.listed}
+}
+
+type countingLister struct {
+	corev1listers.PodLister
+	listed *atomic.Int64
+}
+
+func (l countingLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
+	out, err := l.PodLister.List(sel)
+	l.listed.Add(int64(len(out)))
+	return out, err
+}
+
+func (l countingLister) Pods(ns string) corev1listers.PodNamespaceLister {
+	return countingNamespaceLister{PodNamespaceLister: l.PodLister.Pods(ns), listed: l.listed}
+}
+
+type countingNamespaceLister struct {
+	corev1listers.PodNamespaceLister
+	listed *atomic.Int64
+}
+
+func (l countingNamespaceLister) List(sel labels.Selector) ([]*corev1.Pod, error) {
+	out, err := l.PodNamespaceLister.List(sel)
+	l.listed.Add(int64(len(out)))
+	return out, err
+}
+
+// TestWaitingPodsFromIndex: the host pods that wait for an object are found
+// among the pods that use it, without walking the namespace's pods, which
+// every sync of an unused mirrored object would otherwise do.
+func TestWaitingPodsFromIndex(t *testing.T) {
+	var listed atomic.Int64
+	w := buildHarness(t, func(c *harnessConfig) {
+		c.hostPods = func(i corev1informers.PodInformer) corev1informers.PodInformer {
+			return countingPods{PodInformer: i, listed: &listed}
+		}
+	})
+	add := func(p *corev1.Pod) { must(t, w.hostPodIndexer.Add(p)) }
+	add(secretVolumePod("held", "db"))
+	forwarded := secretVolumePod("forwarded", "db")
+	add(forwarded)
+	must(t, w.memberPodIndexer.Add(ToMember(forwarded, w.p.target(testNamespace))))
+	add(boundPod("pulls", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" }))
+	must(t, w.hostInformers.Core().V1().ServiceAccounts().Informer().GetIndexer().Add(&corev1.ServiceAccount{
+		ObjectMeta:       metav1.ObjectMeta{Namespace: testNamespace, Name: "robot"},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "db"}},
+	}))
+	finished := secretVolumePod("finished", "db")
+	finished.Status.Phase = corev1.PodSucceeded
+	add(finished)
+	elsewhere := secretVolumePod("elsewhere", "db")
+	elsewhere.Namespace, elsewhere.UID = "other", "uid-elsewhere"
+	add(elsewhere)
+	for i := range 1000 {
+		add(boundPod(fmt.Sprintf("unrelated-%d", i), func(p *corev1.Pod) { p.UID = types.UID(fmt.Sprintf("u-%d", i)) }))
+	}
+
+	var names []string
+	for _, p := range w.p.deps.waiting(objectRef{kind: kindSecret, name: "db"}, testNamespace) {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	if d := cmp.Diff([]string{"held", "pulls"}, names); d != "" {
+		t.Errorf("waiting pods (-want +got):\n%s", d)
+	}
+	if got := w.p.deps.waiting(objectRef{kind: kindConfigMap, name: "unused"}, testNamespace); len(got) != 0 {
+		t.Errorf("%d pods wait for a ConfigMap no pod uses", len(got))
+	}
+	if n := listed.Load(); n != 0 {
+		t.Errorf("listed %d host pods to find the few that wait", n)
+	}
+}
+
+// TestBacklogFromCandidates: the backlog counts the host pods that are to
+// run but have no member pod, without walking every host pod of the node
+// at each scrape.
+func TestBacklogFromCandidates(t *testing.T) {
+	var listed atomic.Int64
+	w := newHarness(t, func(c *harnessConfig) {
+		c.hostPods = func(i corev1informers.PodInformer) corev1informers.PodInformer {
+			return countingPods{PodInformer: i, listed: &listed}
+		}
+	})
+	for i := range 20 {
+		w.createHostPod(boundPod(fmt.Sprintf("web-%d", i)))
+	}
+	w.createHostPod(secretVolumePod("held", "db"))
+	done := boundPod("done")
+	done.Status.Phase = corev1.PodSucceeded
+	w.createHostPod(done)
+	w.eventually("pods forwarded", func() bool { return w.p.ForwardedPods() == 20 })
+	w.eventually("backlog of the held pod", func() bool { return w.p.Backlog() == 1 })
+	listed.Store(0)
+	if n := w.p.Backlog(); n != 1 {
+		t.Errorf("backlog %d, want 1", n)
+	}
+	if n := listed.Load(); n != 0 {
+		t.Errorf("listed %d host pods to count a backlog of one", n)
+	}
+	if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "held", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("backlog forgotten", func() bool { return syncMapLen(&w.p.unforwarded) == 0 })
+}
