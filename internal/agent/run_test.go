@@ -82,8 +82,8 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
 		NodeIP:          "127.0.0.1", BindAddress: "127.0.0.1", ServingCert: selfSigned(t),
 		Auth: func(string) (nodeutil.Auth, error) { return nodeutil.NoAuth(), nil },
-		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) nodeutil.Provider {
-			return provider.Kubelet{Provider: p}
+		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error) {
+			return provider.Kubelet{Provider: p}, nil
 		},
 		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
 		SyncTimeout: 10 * time.Second, Health: healthy{}, Registerer: reg,
