@@ -43,3 +43,17 @@ func TestKeyLocksForgetUnusedKeys(t *testing.T) {
 		t.Errorf("%d of 10000 keys kept after use", n)
 	}
 }
+
+// TestNamespaceCreationLocksAreForgotten: the member namespaces a virtual
+// node creates leave no lock behind, however many come and go.
+func TestNamespaceCreationLocksAreForgotten(t *testing.T) {
+	w := newHarness(t)
+	for i := range 200 {
+		if err := w.p.ns.ensure(t.Context(), fmt.Sprintf("ns-%d", i), fmt.Sprintf("ns-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := w.p.ns.creating.len(); n != 0 {
+		t.Errorf("%d namespace locks left after creating 200 namespaces", n)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"sync"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
@@ -35,17 +34,7 @@ type namespaceMirror struct {
 	// creating serialises the creation of one member namespace: the first
 	// burst of pods into a new namespace would otherwise race to create
 	// it, and every loser would wait in the retry queue's backoff.
-	creating keyedMutex
-}
-
-// keyedMutex is a mutex per key; keys are member namespaces, few.
-type keyedMutex struct{ m sync.Map }
-
-func (k *keyedMutex) lock(key string) func() {
-	v, _ := k.m.LoadOrStore(key, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+	creating keyLocks
 }
 
 func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
