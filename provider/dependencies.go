@@ -94,10 +94,7 @@ func newDependencies(p *Provider) (*dependencies, error) {
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}
-	selector := labels.SelectorFromSet(labels.Set{
-		wellknown.ManagedByLabel:    wellknown.ManagedByValue,
-		wellknown.InstallationLabel: p.cfg.Installation,
-	}).String()
+	selector := wellknown.InstallationSelector(p.cfg.Installation).String()
 	ownInformer := func(obj runtime.Object, newInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer) cache.SharedIndexInformer {
 		// The member factory holds one informer per type: this filtered one
 		// is the factory's Secret (ConfigMap, ServiceAccount) informer.

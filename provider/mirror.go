@@ -22,14 +22,7 @@ import (
 // flotilla's identity so that only objects carrying it are ever updated or
 // deleted.
 func mirrorLabels(host map[string]string, t Target) map[string]string {
-	l := maps.Clone(host)
-	if l == nil {
-		l = map[string]string{}
-	}
-	l[wellknown.ManagedByLabel] = wellknown.ManagedByValue
-	l[wellknown.ClusterLabel] = t.Cluster
-	l[wellknown.InstallationLabel] = t.Installation
-	return l
+	return t.Owner().Stamp(host)
 }
 
 // mirrorAnnotations are a mirrored object's annotations: the host object's

@@ -87,9 +87,7 @@ func (m *namespaceMirror) desired(memberNS string, host *corev1.Namespace, hostN
 		// The apiserver owns this label and sets it to the namespace's own name.
 		delete(ns.Labels, corev1.LabelMetadataName)
 	}
-	ns.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
-	ns.Labels[wellknown.ClusterLabel] = m.p.cfg.NodeName
-	ns.Labels[wellknown.InstallationLabel] = m.p.cfg.Installation
+	ns.Labels = m.p.owner().Stamp(ns.Labels)
 	ns.Annotations[wellknown.HostNamespaceAnnotation] = hostName
 	return ns
 }
@@ -146,8 +144,7 @@ func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
 		// Deleted only if nothing but this virtual cluster's objects is
 		// left in it: another installation or partition may forward into
 		// the same member namespace.
-		owner := wellknown.Owner{Cluster: m.p.cfg.NodeName, Installation: m.p.cfg.Installation}
-		outcome, err := memberns.Release(ctx, m.p.cfg.MemberClient, member, owner, m.p.cfg.Clock)
+		outcome, err := memberns.Release(ctx, m.p.cfg.MemberClient, member, m.p.owner(), m.p.cfg.Clock)
 		switch {
 		case err != nil:
 			return err

@@ -199,13 +199,17 @@ func (p *Provider) ours(obj any) bool {
 	if !ok {
 		return false
 	}
-	l := m.GetLabels()
-	return l[wellknown.ClusterLabel] == p.cfg.NodeName && l[wellknown.InstallationLabel] == p.cfg.Installation
+	return p.owner().Owns(m)
+}
+
+// owner is the identity this virtual node's member objects carry.
+func (p *Provider) owner() wellknown.Owner {
+	return wellknown.Owner{Cluster: p.cfg.NodeName, Installation: p.cfg.Installation}
 }
 
 // ownSelector selects the member objects ours accepts.
 func (p *Provider) ownSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{wellknown.ClusterLabel: p.cfg.NodeName, wellknown.InstallationLabel: p.cfg.Installation})
+	return p.owner().Selector()
 }
 
 // memberPodCameOrWent lets the Services of the pod's host namespace follow

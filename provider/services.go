@@ -179,15 +179,10 @@ func MemberService(host *corev1.Service, t Target) *corev1.Service {
 		},
 		Spec: *host.Spec.DeepCopy(),
 	}
-	if s.Labels == nil {
-		s.Labels = map[string]string{}
-	}
+	s.Labels = t.Owner().Stamp(s.Labels)
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
-	s.Labels[wellknown.ClusterLabel] = t.Cluster
-	s.Labels[wellknown.InstallationLabel] = t.Installation
-	s.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
 	s.Annotations[wellknown.HostNamespaceAnnotation] = host.Namespace
 	s.Annotations[wellknown.HostNameAnnotation] = host.Name
 	headless := host.Spec.ClusterIP == corev1.ClusterIPNone

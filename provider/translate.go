@@ -22,6 +22,11 @@ type Target struct {
 	Installation string
 }
 
+// Owner is the identity the target's member objects carry.
+func (t Target) Owner() wellknown.Owner {
+	return wellknown.Owner{Cluster: t.Cluster, Installation: t.Installation}
+}
+
 // ToMember returns the pod to create in the member for a host pod bound to
 // target.Cluster. What changes, and why:
 //
@@ -59,16 +64,11 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 		},
 		Spec: *host.Spec.DeepCopy(),
 	}
-	if m.Labels == nil {
-		m.Labels = map[string]string{}
-	}
+	m.Labels = t.Owner().Stamp(m.Labels)
 	if m.Annotations == nil {
 		m.Annotations = map[string]string{}
 	}
-	m.Labels[wellknown.ClusterLabel] = t.Cluster
 	m.Labels[wellknown.HostUIDLabel] = string(host.UID)
-	m.Labels[wellknown.ManagedByLabel] = wellknown.ManagedByValue
-	m.Labels[wellknown.InstallationLabel] = t.Installation
 	m.Annotations[wellknown.HostNamespaceAnnotation] = host.Namespace
 	m.Annotations[wellknown.HostNameAnnotation] = host.Name
 
@@ -217,10 +217,10 @@ func dropServiceAccountToken(s *corev1.PodSpec) {
 // identityKeys are what ToMember adds to metadata; HostView removes them again.
 func stripIdentity(labels, annotations map[string]string) (map[string]string, map[string]string) {
 	l, a := maps.Clone(labels), maps.Clone(annotations)
-	delete(l, wellknown.ClusterLabel)
+	for k := range (wellknown.Owner{}).Labels() {
+		delete(l, k)
+	}
 	delete(l, wellknown.HostUIDLabel)
-	delete(l, wellknown.ManagedByLabel)
-	delete(l, wellknown.InstallationLabel)
 	delete(a, wellknown.HostNamespaceAnnotation)
 	delete(a, wellknown.HostNameAnnotation)
 	return l, a
