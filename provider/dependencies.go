@@ -231,18 +231,23 @@ func ownCopy[T metav1.Object](p *Provider, kind, name string) func(T, error) (T,
 
 func dependencyKey(kind, hostNS, name string) string { return kind + "/" + hostNS + "/" + name }
 
+// usedKeys are the index keys of the objects pod uses, in its namespace.
+func usedKeys(pod *corev1.Pod) []string {
+	deps := podDependencies(&pod.Spec, nil)
+	out := make([]string, 0, len(deps))
+	for _, dep := range deps {
+		out = append(out, pod.Namespace+"/"+dep.kind+"/"+dep.name)
+	}
+	return out
+}
+
 // indexMemberPod indexes a live member pod of this node by the objects it uses.
 func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !d.p.ours(pod) || podstate.Terminal(pod) {
 		return nil, nil
 	}
-	deps := podDependencies(&pod.Spec, nil)
-	out := make([]string, 0, len(deps))
-	for _, dep := range deps {
-		out = append(out, pod.Namespace+"/"+dep.kind+"/"+dep.name)
-	}
-	return out, nil
+	return usedKeys(pod), nil
 }
 
 // indexHostPod indexes a live host pod bound to this node by the objects it
@@ -253,12 +258,7 @@ func (d *dependencies) indexHostPod(obj any) ([]string, error) {
 	if !ok || pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
 		return nil, nil
 	}
-	deps := podDependencies(&pod.Spec, nil)
-	out := make([]string, 0, len(deps))
-	for _, dep := range deps {
-		out = append(out, pod.Namespace+"/"+dep.kind+"/"+dep.name)
-	}
-	return out, nil
+	return usedKeys(pod), nil
 }
 
 func (d *dependencies) enqueuePodDependencies(pod *corev1.Pod) {
