@@ -143,28 +143,33 @@ func (o *overrides) Pod(ctx context.Context, host *corev1.Pod, cluster string) (
 // list returns the OverridePolicies of namespace and every
 // ClusterOverridePolicy.
 func (o *overrides) list(namespace string) ([]override.Policy, error) {
-	var out []override.Policy
 	cops, err := o.clusterPolicies.List(labels.Everything())
 	if err != nil {
 		return nil, err
-	}
-	for _, u := range cops {
-		p := &policyv1alpha1.ClusterOverridePolicy{}
-		if err := fromUnstructured(u, p); err != nil {
-			return nil, err
-		}
-		out = append(out, override.FromClusterOverridePolicy(p))
 	}
 	ops, err := o.policies.ByNamespace(namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range ops {
-		p := &policyv1alpha1.OverridePolicy{}
+	out, err := convert(nil, cops, override.FromClusterOverridePolicy)
+	if err != nil {
+		return nil, err
+	}
+	return convert(out, ops, override.FromOverridePolicy)
+}
+
+// convert appends to out the policies cached as unstructured objects,
+// typed as PT and made override.Policy by from.
+func convert[T any, PT interface {
+	*T
+	runtime.Object
+}](out []override.Policy, cached []runtime.Object, from func(PT) override.Policy) ([]override.Policy, error) {
+	for _, u := range cached {
+		p := PT(new(T))
 		if err := fromUnstructured(u, p); err != nil {
 			return nil, err
 		}
-		out = append(out, override.FromOverridePolicy(p))
+		out = append(out, from(p))
 	}
 	return out, nil
 }

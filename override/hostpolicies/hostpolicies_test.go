@@ -1,14 +1,18 @@
 package hostpolicies
 
 import (
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/workload"
 )
 
@@ -68,5 +72,49 @@ func TestTemplate(t *testing.T) {
 				t.Errorf("template labels = %v, want the Deployment's", got.Labels)
 			}
 		})
+	}
+}
+
+// TestList reads a namespace's OverridePolicies and every
+// ClusterOverridePolicy from the caches, and refuses a cached object that
+// is not a policy.
+func TestList(t *testing.T) {
+	toU := func(obj runtime.Object) *unstructured.Unstructured {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &unstructured.Unstructured{Object: m}
+	}
+	lister := func(objs ...runtime.Object) cache.GenericLister {
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+		for _, o := range objs {
+			if err := idx.Add(o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cache.NewGenericLister(idx, policyv1alpha1.GroupVersion.WithResource("overridepolicies").GroupResource())
+	}
+	o := &overrides{
+		policies: lister(
+			toU(&policyv1alpha1.OverridePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "canary"}}),
+			toU(&policyv1alpha1.OverridePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "elsewhere"}}),
+		),
+		clusterPolicies: lister(toU(&policyv1alpha1.ClusterOverridePolicy{ObjectMeta: metav1.ObjectMeta{Name: "global"}})),
+	}
+	got, err := o.list("shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	if len(got) != 2 || !slices.Contains(names, "shop/canary") || !slices.Contains(names, "/global") {
+		t.Errorf("policies for shop = %v, want the cluster policy and shop's own", names)
+	}
+	o.clusterPolicies = lister(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "odd"}})
+	if _, err := o.list("shop"); err == nil {
+		t.Error("a cached object that is not a policy was read as one")
 	}
 }
