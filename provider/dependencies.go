@@ -66,7 +66,8 @@ const (
 // secret, or a host pod bound to this node that has no member pod yet
 // needs it (it is being forwarded, or waits for another object).
 type dependencies struct {
-	p     *Provider
+	env   *env
+	fwd   lifecycle
 	queue workqueue.TypedRateLimitingInterface[string]
 	kinds map[string]mirrorer
 
@@ -84,21 +85,21 @@ type dependencies struct {
 // MemberInformers only the member copies of this installation (selected by
 // label, so the member's other Secrets are never cached; the virtual nodes
 // of one process may share the informers, each keeps to its own copies).
-func newDependencies(p *Provider) (*dependencies, error) {
-	if p.cfg.HostInformers == nil {
+func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
+	if e.cfg.HostInformers == nil {
 		return nil, errors.New("provider: HostInformers is required")
 	}
 	d := &dependencies{
-		p: p,
+		env: e, fwd: fwd,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}
-	selector := wellknown.InstallationSelector(p.cfg.Installation).String()
+	selector := wellknown.InstallationSelector(e.cfg.Installation).String()
 	ownInformer := func(obj runtime.Object, newInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer) cache.SharedIndexInformer {
 		// The member factory holds one informer per type: this filtered one
 		// is the factory's Secret (ConfigMap, ServiceAccount) informer.
-		return p.cfg.MemberInformers.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return e.cfg.MemberInformers.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 			return newInformer(c, metav1.NamespaceAll, mirrorResync,
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
 				func(o *metav1.ListOptions) { o.LabelSelector = selector })
@@ -107,56 +108,56 @@ func newDependencies(p *Provider) (*dependencies, error) {
 	mSecrets := ownInformer(&corev1.Secret{}, coreinformers.NewFilteredSecretInformer)
 	mConfigMaps := ownInformer(&corev1.ConfigMap{}, coreinformers.NewFilteredConfigMapInformer)
 	mSAs := ownInformer(&corev1.ServiceAccount{}, coreinformers.NewFilteredServiceAccountInformer)
-	host := p.cfg.HostInformers.Core().V1()
+	host := e.cfg.HostInformers.Core().V1()
 	hSecrets, hConfigMaps, hSAs := host.Secrets(), host.ConfigMaps(), host.ServiceAccounts()
 
 	secrets, configMaps, sas := corev1listers.NewSecretLister(mSecrets.GetIndexer()),
 		corev1listers.NewConfigMapLister(mConfigMaps.GetIndexer()), corev1listers.NewServiceAccountLister(mSAs.GetIndexer())
-	owns := func(o metav1.Object) bool { return p.ours(o) }
+	owns := func(o metav1.Object) bool { return e.ours(o) }
 	d.kinds = map[string]mirrorer{
-		kindSecret: secretMirror(p.cfg.MemberClient,
+		kindSecret: secretMirror(e.cfg.MemberClient,
 			func(ns, n string) (*corev1.Secret, error) {
 				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
 				if err != nil {
 					return nil, err
 				}
-				return overridden(p, obj, "Secret")
+				return overridden(e, obj, "Secret")
 			},
 			func(ns, n string) (*corev1.Secret, error) {
-				return ownCopy[*corev1.Secret](p, kindSecret, n)(secrets.Secrets(ns).Get(n))
+				return ownCopy[*corev1.Secret](e, kindSecret, n)(secrets.Secrets(ns).Get(n))
 			}, owns),
-		kindConfigMap: configMapMirror(p.cfg.MemberClient,
+		kindConfigMap: configMapMirror(e.cfg.MemberClient,
 			func(ns, n string) (*corev1.ConfigMap, error) {
 				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
 				if err != nil {
 					return nil, err
 				}
-				return overridden(p, obj, "ConfigMap")
+				return overridden(e, obj, "ConfigMap")
 			},
 			func(ns, n string) (*corev1.ConfigMap, error) {
-				return ownCopy[*corev1.ConfigMap](p, kindConfigMap, n)(configMaps.ConfigMaps(ns).Get(n))
+				return ownCopy[*corev1.ConfigMap](e, kindConfigMap, n)(configMaps.ConfigMaps(ns).Get(n))
 			}, owns),
-		kindServiceAccount: serviceAccountMirror(p.cfg.MemberClient,
+		kindServiceAccount: serviceAccountMirror(e.cfg.MemberClient,
 			func(ns, n string) (*corev1.ServiceAccount, error) {
 				obj, err := hSAs.Lister().ServiceAccounts(ns).Get(n)
 				if err != nil {
 					return nil, err
 				}
-				return overridden(p, obj, "ServiceAccount")
+				return overridden(e, obj, "ServiceAccount")
 			},
 			func(ns, n string) (*corev1.ServiceAccount, error) {
-				return ownCopy[*corev1.ServiceAccount](p, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
+				return ownCopy[*corev1.ServiceAccount](e, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
 			}, owns),
 	}
 	d.hostSAs, d.mirroredSAs = hSAs.Lister(), sas
 
-	pods := p.cfg.MemberInformers.Core().V1().Pods().Informer()
-	d.index = dependencyIndex + p.cfg.NodeName
+	pods := e.cfg.MemberInformers.Core().V1().Pods().Informer()
+	d.index = dependencyIndex + e.cfg.NodeName
 	if err := pods.AddIndexers(cache.Indexers{d.index: d.indexMemberPod}); err != nil {
 		return nil, fmt.Errorf("index member pods by dependency: %w", err)
 	}
 	d.memberPods = pods.GetIndexer()
-	hostPods := p.cfg.HostPods.Informer()
+	hostPods := e.cfg.HostPods.Informer()
 	if err := hostPods.AddIndexers(cache.Indexers{hostDependencyIndex: d.indexHostPod}); err != nil {
 		return nil, fmt.Errorf("index host pods by dependency: %w", err)
 	}
@@ -166,7 +167,7 @@ func newDependencies(p *Provider) (*dependencies, error) {
 
 	// A member pod that stops or goes away may have been an object's last user.
 	if _, err := pods.AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: p.ours,
+		FilterFunc: e.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
 				o, ok1 := old.(*corev1.Pod)
@@ -188,7 +189,7 @@ func newDependencies(p *Provider) (*dependencies, error) {
 	// garbage-collect at start-up and every mirrorResync.
 	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: mSecrets, kindConfigMap: mConfigMaps, kindServiceAccount: mSAs} {
 		if _, err := inf.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: p.ours,
+			FilterFunc: e.ours,
 			Handler: cache.ResourceEventHandlerFuncs{
 				AddFunc:    func(obj any) { d.enqueueMirror(kind, obj) },
 				UpdateFunc: func(_, cur any) { d.enqueueMirror(kind, cur) },
@@ -219,9 +220,9 @@ func newDependencies(p *Provider) (*dependencies, error) {
 
 // ownCopy passes on a cached member copy only if it is this node's: another
 // virtual node's copy of the same name is as foreign as the member's own.
-func ownCopy[T metav1.Object](p *Provider, kind, name string) func(T, error) (T, error) {
+func ownCopy[T metav1.Object](e *env, kind, name string) func(T, error) (T, error) {
 	return func(obj T, err error) (T, error) {
-		if err == nil && !p.ours(obj) {
+		if err == nil && !e.ours(obj) {
 			var zero T
 			return zero, apierrors.NewNotFound(corev1.Resource(strings.ToLower(kind)+"s"), name)
 		}
@@ -244,7 +245,7 @@ func usedKeys(pod *corev1.Pod) []string {
 // indexMemberPod indexes a live member pod of this node by the objects it uses.
 func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || !d.p.ours(pod) || podstate.Terminal(pod) {
+	if !ok || !d.env.ours(pod) || podstate.Terminal(pod) {
 		return nil, nil
 	}
 	return usedKeys(pod), nil
@@ -255,7 +256,7 @@ func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
 // its image pull secrets too (see waiting).
 func (d *dependencies) indexHostPod(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != d.p.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
+	if !ok || pod.Spec.NodeName != d.env.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
 		return nil, nil
 	}
 	return usedKeys(pod), nil
@@ -311,7 +312,7 @@ func (d *dependencies) forwardWaiting(kind string, obj any) {
 		return
 	}
 	for _, pod := range d.waiting(objectRef{kind: kind, name: m.GetName()}, m.GetNamespace()) {
-		d.p.retryQueue.Add(pod.Namespace + "/" + pod.Name)
+		d.fwd.retry(pod.Namespace + "/" + pod.Name)
 	}
 }
 
@@ -342,7 +343,7 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 			}
 		}
 	}
-	memberNS := d.p.target(hostNS).Namespace
+	memberNS := d.env.target(hostNS).Namespace
 	var out []*corev1.Pod
 	found := map[types.UID]bool{}
 	for _, key := range keys {
@@ -356,7 +357,7 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 				continue
 			}
 			found[pod.UID] = true
-			if m, err := d.p.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+			if m, err := d.env.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
 				continue // its member pod is counted on the member side
 			}
 			if slices.ContainsFunc(d.hostPodDependencies(pod), func(x dependency) bool { return x.objectRef == ref }) {
@@ -375,7 +376,7 @@ func (d *dependencies) needed(ref objectRef, hostNS, memberNS string) bool {
 	if ref.kind == kindSecret {
 		sas, _ := d.mirroredSAs.ServiceAccounts(memberNS).List(labels.Everything())
 		for _, sa := range sas {
-			if d.p.ours(sa) && slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
+			if d.env.ours(sa) && slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
 				return true
 			}
 		}
@@ -424,7 +425,7 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	t := d.p.target(hostNS)
+	t := d.env.target(hostNS)
 	ref := objectRef{kind: kind, name: name}
 	if !d.needed(ref, hostNS, t.Namespace) {
 		if err := k.remove(ctx, t.Namespace, name); err != nil {

@@ -30,7 +30,7 @@ import (
 // may lag too. Such an event is retried for a while, and counted as
 // mirrored only once it was.
 type eventMirror struct {
-	p           *Provider
+	env         *env
 	broadcaster record.EventBroadcaster
 	since       time.Time
 	events      cache.Store
@@ -46,14 +46,14 @@ type eventMirror struct {
 // the queue's backoff they span about half a minute.
 const eventRetries = 8
 
-func newEventMirror(p *Provider, b record.EventBroadcaster) (*eventMirror, error) {
-	m := &eventMirror{p: p, broadcaster: b, since: p.cfg.Clock.Now().Add(-time.Second),
+func newEventMirror(e *env, b record.EventBroadcaster) (*eventMirror, error) {
+	m := &eventMirror{env: e, broadcaster: b, since: e.cfg.Clock.Now().Add(-time.Second),
 		recorders: map[string]record.EventRecorder{}, mirrored: map[types.UID]int32{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"}),
 	}
-	informer := p.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+	informer := e.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewFilteredEventInformer(c, metav1.NamespaceAll, resync, cache.Indexers{},
 			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" })
 	})
@@ -146,15 +146,15 @@ func (m *eventMirror) forget(obj any) {
 // none, retry says whether a cache may not show the pods yet: the member pod
 // is missing, or it is this node's and its host pod is missing.
 func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) (host *corev1.Pod, retry bool) {
-	member, err := m.p.memberPods.Pods(ref.Namespace).Get(ref.Name)
+	member, err := m.env.memberPods.Pods(ref.Namespace).Get(ref.Name)
 	if err != nil {
 		return nil, true
 	}
-	if member.UID != ref.UID || !m.p.ours(member) {
+	if member.UID != ref.UID || !m.env.ours(member) {
 		return nil, false
 	}
 	ns, name := member.Annotations[wellknown.HostNamespaceAnnotation], member.Annotations[wellknown.HostNameAnnotation]
-	host, err = m.p.hostPods.Pods(ns).Get(name)
+	host, err = m.env.hostPods.Pods(ns).Get(name)
 	if err != nil {
 		return nil, true
 	}
@@ -171,7 +171,7 @@ func (m *eventMirror) recorder(component string) record.EventRecorder {
 	defer m.mu.Unlock()
 	r, ok := m.recorders[component]
 	if !ok {
-		r = m.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: m.p.cfg.NodeName})
+		r = m.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: m.env.cfg.NodeName})
 		m.recorders[component] = r
 	}
 	return r

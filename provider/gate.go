@@ -52,13 +52,13 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (
 		case out == absentInHost:
 			return false, fmt.Errorf("%s %s/%s was deleted while being mirrored: %w", dep.kind, host.Namespace, dep.name, errRetry)
 		case out == notOwned:
-			d.p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventDependencyConflict,
+			d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventDependencyConflict,
 				"%s %q already exists in namespace %s of member cluster %s and is not managed by flotilla; the pod uses it as it is",
 				dep.kind, dep.name, t.Namespace, t.Cluster)
 		}
 	}
 	if len(pull) > 0 {
-		d.p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
+		d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
 			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(pull, ", "))
 	}
 	for _, dep := range optional {
@@ -66,7 +66,7 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (
 		if dep.kind == kindSecret {
 			reason = EventOptionalSecretNotFound
 		}
-		d.p.cfg.Recorder.Eventf(host, corev1.EventTypeNormal, reason,
+		d.env.cfg.Recorder.Eventf(host, corev1.EventTypeNormal, reason,
 			"Optional %s; the pod is forwarded without it, and it is mirrored once it is created", notFound(dep.objectRef))
 	}
 	return true, nil
@@ -78,16 +78,16 @@ func (d *dependencies) reportMissing(ctx context.Context, host *corev1.Pod, miss
 	names := make([]string, 0, len(missing))
 	for _, dep := range missing {
 		reason, msg := missingEvent(dep)
-		d.p.cfg.Recorder.Event(host, corev1.EventTypeWarning, reason, msg)
+		d.env.cfg.Recorder.Event(host, corev1.EventTypeWarning, reason, msg)
 		if reason, ok := heldBackReason[dep.kind]; ok {
-			d.p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, reason,
-				"Mandatory %s; the pod is not forwarded to cluster %s until it exists", notFound(dep.objectRef), d.p.cfg.NodeName)
+			d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, reason,
+				"Mandatory %s; the pod is not forwarded to cluster %s until it exists", notFound(dep.objectRef), d.env.cfg.NodeName)
 		}
 		names = append(names, dep.kind+"/"+dep.name)
 	}
 	log.G(ctx).WithField("pod", host.Namespace+"/"+host.Name).WithField("missing", names).
 		Info("pod waits for missing dependencies")
 	if status := waitingStatus(host, missing); !equality.Semantic.DeepEqual(status, host.Status) {
-		d.p.notify(statusUpdate(host, status))
+		d.fwd.publish(statusUpdate(host, status))
 	}
 }

@@ -26,7 +26,7 @@ import (
 // namespace (default, or one an administrator made) is used and never
 // modified or deleted.
 type namespaceMirror struct {
-	p        *Provider
+	env      *env
 	hostNS   corev1listers.NamespaceLister
 	memberNS corev1listers.NamespaceLister
 	synced   []cache.InformerSynced
@@ -37,11 +37,11 @@ type namespaceMirror struct {
 	creating keyLocks
 }
 
-func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
-	host := p.cfg.HostInformers.Core().V1().Namespaces()
-	member := p.cfg.MemberInformers.Core().V1().Namespaces()
+func newNamespaceMirror(e *env) (*namespaceMirror, error) {
+	host := e.cfg.HostInformers.Core().V1().Namespaces()
+	member := e.cfg.MemberInformers.Core().V1().Namespaces()
 	m := &namespaceMirror{
-		p: p, hostNS: host.Lister(), memberNS: member.Lister(),
+		env: e, hostNS: host.Lister(), memberNS: member.Lister(),
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  newKeyQueue("namespaces"),
 	}
@@ -75,7 +75,7 @@ func newNamespaceMirror(p *Provider) (*namespaceMirror, error) {
 
 // ours reports whether this virtual node of this installation created ns.
 func (m *namespaceMirror) ours(ns *corev1.Namespace) bool {
-	return m.p.ours(ns) && ns.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue
+	return m.env.ours(ns) && ns.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue
 }
 
 // desired is the member namespace for a host namespace.
@@ -87,7 +87,7 @@ func (m *namespaceMirror) desired(memberNS string, host *corev1.Namespace, hostN
 		// The apiserver owns this label and sets it to the namespace's own name.
 		delete(ns.Labels, corev1.LabelMetadataName)
 	}
-	ns.Labels = m.p.owner().Stamp(ns.Labels)
+	ns.Labels = m.env.owner().Stamp(ns.Labels)
 	ns.Annotations[wellknown.HostNamespaceAnnotation] = hostName
 	return ns
 }
@@ -98,7 +98,7 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 		return nil
 	}
 	defer m.creating.lock(memberNS)()
-	client := m.p.cfg.MemberClient.CoreV1().Namespaces()
+	client := m.env.cfg.MemberClient.CoreV1().Namespaces()
 	ns, err := client.Get(ctx, memberNS, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		host, _ := m.hostNS.Get(hostNS)
@@ -109,10 +109,10 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, m.p.cfg.NodeName, err)
+		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, m.env.cfg.NodeName, err)
 	}
 	if ns.Status.Phase == corev1.NamespaceTerminating {
-		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, m.p.cfg.NodeName, errRetry)
+		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, m.env.cfg.NodeName, errRetry)
 	}
 	return nil
 }
@@ -121,7 +121,7 @@ func (m *namespaceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.s
 
 // sync brings the member namespace of one host namespace in line with it.
 func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
-	memberName := m.p.cfg.Namespace(hostName)
+	memberName := m.env.cfg.Namespace(hostName)
 	member, err := m.memberNS.Get(memberName)
 	if apierrors.IsNotFound(err) {
 		return nil // created on first use
@@ -136,7 +136,7 @@ func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	client := m.p.cfg.MemberClient.CoreV1().Namespaces()
+	client := m.env.cfg.MemberClient.CoreV1().Namespaces()
 	if host == nil || host.DeletionTimestamp != nil {
 		if member.DeletionTimestamp != nil {
 			return nil
@@ -144,7 +144,7 @@ func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
 		// Deleted only if nothing but this virtual cluster's objects is
 		// left in it: another installation or partition may forward into
 		// the same member namespace.
-		outcome, err := memberns.Release(ctx, m.p.cfg.MemberClient, member, m.p.owner(), m.p.cfg.Clock)
+		outcome, err := memberns.Release(ctx, m.env.cfg.MemberClient, member, m.env.owner(), m.env.cfg.Clock)
 		switch {
 		case err != nil:
 			return err

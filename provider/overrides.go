@@ -36,14 +36,14 @@ type Overrides interface {
 
 // overridden applies the override policies to a host object about to be
 // mirrored into the member.
-func overridden[T runtime.Object](p *Provider, obj T, kind string) (T, error) {
-	if p.cfg.Overrides == nil {
+func overridden[T runtime.Object](e *env, obj T, kind string) (T, error) {
+	if e.cfg.Overrides == nil {
 		return obj, nil
 	}
-	out, err := p.cfg.Overrides.Object(obj, kind, p.cfg.NodeName)
+	out, err := e.cfg.Overrides.Object(obj, kind, e.cfg.NodeName)
 	if err != nil {
 		var zero T
-		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, p.cfg.NodeName, err)
+		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, e.cfg.NodeName, err)
 	}
 	return out.(T), nil
 }

@@ -88,11 +88,30 @@ type Config struct {
 	Metrics *Metrics
 }
 
-// Provider forwards the pods of one virtual node into its member cluster.
-type Provider struct {
+// env is what the pod lifecycle and the mirrors share: the configuration,
+// the virtual node's identity and the caches of pods. The mirrors hold an
+// env, never the Provider: what they ask of forwarding goes through
+// lifecycle, so that a pod is forwarded from one place.
+type env struct {
 	cfg        Config
 	hostPods   corev1listers.PodLister
 	memberPods corev1listers.PodLister
+}
+
+// lifecycle is what the mirrors ask of pod forwarding.
+type lifecycle interface {
+	// retry forwards the host pod of key again: what it waited for came.
+	retry(key string)
+	// publish hands virtual-kubelet a host pod with a new status (a pod
+	// held for a missing object says so in its status).
+	publish(pod *corev1.Pod)
+}
+
+var _ lifecycle = (*Provider)(nil)
+
+// Provider forwards the pods of one virtual node into its member cluster.
+type Provider struct {
+	*env
 
 	// statusQueue holds host pod keys whose member pod changed.
 	statusQueue workqueue.TypedRateLimitingInterface[string]
@@ -140,9 +159,11 @@ func New(cfg Config) (*Provider, error) {
 		cfg.StatusWorkers = 8
 	}
 	p := &Provider{
-		cfg:        cfg,
-		hostPods:   cfg.HostPods.Lister(),
-		memberPods: cfg.MemberInformers.Core().V1().Pods().Lister(),
+		env: &env{
+			cfg:        cfg,
+			hostPods:   cfg.HostPods.Lister(),
+			memberPods: cfg.MemberInformers.Core().V1().Pods().Lister(),
+		},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "status"}),
@@ -166,17 +187,17 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("watch host pods: %w", err)
 	}
 	if cfg.Events != nil {
-		if p.events, err = newEventMirror(p, cfg.Events); err != nil {
+		if p.events, err = newEventMirror(p.env, cfg.Events); err != nil {
 			return nil, fmt.Errorf("watch member events: %w", err)
 		}
 	}
-	if p.ns, err = newNamespaceMirror(p); err != nil {
+	if p.ns, err = newNamespaceMirror(p.env); err != nil {
 		return nil, fmt.Errorf("watch namespaces: %w", err)
 	}
-	if p.svc, err = newServiceMirror(p); err != nil {
+	if p.svc, err = newServiceMirror(p.env, p.ns); err != nil {
 		return nil, fmt.Errorf("watch services: %w", err)
 	}
-	if p.deps, err = newDependencies(p); err != nil {
+	if p.deps, err = newDependencies(p.env, p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -185,13 +206,13 @@ func New(cfg Config) (*Provider, error) {
 // MemberPods lists the member's pods from the provider's cache.
 func (p *Provider) MemberPods() corev1listers.PodLister { return p.memberPods }
 
-func (p *Provider) target(hostNamespace string) Target {
-	return Target{Cluster: p.cfg.NodeName, Namespace: p.cfg.Namespace(hostNamespace), Installation: p.cfg.Installation}
+func (e *env) target(hostNamespace string) Target {
+	return Target{Cluster: e.cfg.NodeName, Namespace: e.cfg.Namespace(hostNamespace), Installation: e.cfg.Installation}
 }
 
 // ours reports whether a member object was created by this virtual node of
 // this installation. Nothing else is ever updated or deleted.
-func (p *Provider) ours(obj any) bool {
+func (e *env) ours(obj any) bool {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -199,18 +220,24 @@ func (p *Provider) ours(obj any) bool {
 	if !ok {
 		return false
 	}
-	return p.owner().Owns(m)
+	return e.owner().Owns(m)
 }
 
 // owner is the identity this virtual node's member objects carry.
-func (p *Provider) owner() wellknown.Owner {
-	return wellknown.Owner{Cluster: p.cfg.NodeName, Installation: p.cfg.Installation}
+func (e *env) owner() wellknown.Owner {
+	return wellknown.Owner{Cluster: e.cfg.NodeName, Installation: e.cfg.Installation}
 }
 
 // ownSelector selects the member objects ours accepts.
-func (p *Provider) ownSelector() labels.Selector {
-	return p.owner().Selector()
+func (e *env) ownSelector() labels.Selector {
+	return e.owner().Selector()
 }
+
+// retry implements lifecycle.
+func (p *Provider) retry(key string) { p.retryQueue.Add(key) }
+
+// publish implements lifecycle.
+func (p *Provider) publish(pod *corev1.Pod) { p.notify(pod) }
 
 // memberPodCameOrWent lets the Services of the pod's host namespace follow
 // the pods: a member Service exists while matching pods run there.

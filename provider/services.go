@@ -30,7 +30,8 @@ const (
 // reach them by the usual name; it is kept updated and removed with the last
 // such pod. The member allocates its own cluster IP and node ports.
 type serviceMirror struct {
-	p        *Provider
+	env      *env
+	ns       *namespaceMirror
 	host     corev1listers.ServiceLister
 	member   corev1listers.ServiceLister
 	synced   []cache.InformerSynced
@@ -38,11 +39,11 @@ type serviceMirror struct {
 	hostPods corev1listers.PodLister
 }
 
-func newServiceMirror(p *Provider) (*serviceMirror, error) {
-	host := p.cfg.HostInformers.Core().V1().Services()
-	member := p.cfg.MemberInformers.Core().V1().Services()
+func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
+	host := e.cfg.HostInformers.Core().V1().Services()
+	member := e.cfg.MemberInformers.Core().V1().Services()
 	m := &serviceMirror{
-		p: p, host: host.Lister(), member: member.Lister(), hostPods: p.hostPods,
+		env: e, ns: ns, host: host.Lister(), member: member.Lister(), hostPods: e.hostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  newKeyQueue("services"),
 	}
@@ -60,7 +61,7 @@ func newServiceMirror(p *Provider) (*serviceMirror, error) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		if s, ok := obj.(*corev1.Service); ok && p.ours(s) {
+		if s, ok := obj.(*corev1.Service); ok && e.ours(s) {
 			m.queue.Add(s.Annotations[wellknown.HostNamespaceAnnotation] + "/" + s.Annotations[wellknown.HostNameAnnotation])
 		}
 	}
@@ -97,7 +98,7 @@ func (m *serviceMirror) wanted(svc *corev1.Service) (bool, error) {
 		return false, err
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName == m.p.cfg.NodeName && p.DeletionTimestamp == nil && !podstate.Terminal(p) {
+		if p.Spec.NodeName == m.env.cfg.NodeName && p.DeletionTimestamp == nil && !podstate.Terminal(p) {
 			return true, nil
 		}
 	}
@@ -116,17 +117,17 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	t := m.p.target(ns)
-	client := m.p.cfg.MemberClient.CoreV1().Services(t.Namespace)
+	t := m.env.target(ns)
+	client := m.env.cfg.MemberClient.CoreV1().Services(t.Namespace)
 	cur, err := m.member.Services(t.Namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		cur = nil
 	} else if err != nil {
 		return err
 	}
-	if cur != nil && !m.p.ours(cur) {
+	if cur != nil && !m.env.ours(cur) {
 		if want {
-			m.p.cfg.Recorder.Eventf(hostSvc, corev1.EventTypeWarning, EventServiceCollision,
+			m.env.cfg.Recorder.Eventf(hostSvc, corev1.EventTypeWarning, EventServiceCollision,
 				"Service %s/%s already exists in cluster %s and is not managed by flotilla; it was left alone", t.Namespace, name, t.Cluster)
 		}
 		return nil
@@ -141,13 +142,13 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 		}
 		return err
 	}
-	src, err := overridden(m.p, hostSvc, "Service")
+	src, err := overridden(m.env, hostSvc, "Service")
 	if err != nil {
 		return err
 	}
 	desired := MemberService(src, t)
 	if cur == nil {
-		if err := m.p.ns.ensure(ctx, t.Namespace, ns); err != nil {
+		if err := m.ns.ensure(ctx, t.Namespace, ns); err != nil {
 			return err
 		}
 		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
