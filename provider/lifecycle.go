@@ -118,12 +118,8 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 // UpdatePod applies to the member pod what may change on a running pod:
 // container images, activeDeadlineSeconds, added tolerations, labels and annotations.
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
-	ctx, span := p.startSpan(ctx, "provider.UpdatePod", pod.Namespace+"/"+pod.Name)
-	defer func() {
-		span.SetStatus(err)
-		span.End()
-		p.cfg.Metrics.operation(p.cfg.NodeName, "update", err)
-	}()
+	ctx, end := p.measured(ctx, "provider.UpdatePod", "update", pod.Namespace+"/"+pod.Name)
+	defer end(&err)
 	t := p.target(pod.Namespace)
 	src, applied, err := p.override(ctx, pod)
 	if err != nil {
@@ -196,12 +192,8 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 // virtual-kubelet records every error, NotFound included, as a
 // ProviderDeleteFailed warning on the host pod.
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
-	ctx, span := p.startSpan(ctx, "provider.DeletePod", pod.Namespace+"/"+pod.Name)
-	defer func() {
-		span.SetStatus(err)
-		span.End()
-		p.cfg.Metrics.operation(p.cfg.NodeName, "delete", err)
-	}()
+	ctx, end := p.measured(ctx, "provider.DeletePod", "delete", pod.Namespace+"/"+pod.Name)
+	defer end(&err)
 	t := p.target(pod.Namespace)
 	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
 	if err != nil && !apierrors.IsNotFound(err) {

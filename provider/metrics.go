@@ -261,6 +261,18 @@ func (p *Provider) trackBacklog() cache.ResourceEventHandler {
 	}
 }
 
+// measured opens the span of one forwarded operation (see startSpan); the
+// returned end closes it with the operation's error and counts the result
+// as op: call it deferred, with the address of the named error result.
+func (p *Provider) measured(ctx context.Context, name, op, key string) (context.Context, func(*error)) {
+	ctx, span := p.startSpan(ctx, name, key)
+	return ctx, func(err *error) {
+		span.SetStatus(*err)
+		span.End()
+		p.cfg.Metrics.operation(p.cfg.NodeName, op, *err)
+	}
+}
+
 // startSpan opens a span around one forwarded operation on the pod key and
 // puts the key, with the node, into the span's attributes and the logger's
 // fields.

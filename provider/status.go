@@ -35,12 +35,8 @@ func (p *Provider) memberPodChanged(obj any) {
 // syncStatus brings the host pod in line with its member pod. It is level
 // based: it looks at both pods as they are now, whatever event brought it here.
 func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
-	ctx, span := p.startSpan(ctx, "provider.syncStatus", key)
-	defer func() {
-		span.SetStatus(err)
-		span.End()
-		p.cfg.Metrics.operation(p.cfg.NodeName, "status", err)
-	}()
+	ctx, end := p.measured(ctx, "provider.syncStatus", "status", key)
+	defer end(&err)
 	return p.syncStatusOf(ctx, key)
 }
 
