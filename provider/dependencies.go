@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
@@ -387,31 +386,7 @@ func (d *dependencies) needed(ref objectRef, hostNS, memberNS string) bool {
 // run syncs mirrored objects until ctx ends. It waits for the caches first:
 // an incomplete member pod cache would make used objects look unused.
 func (d *dependencies) run(ctx context.Context) {
-	defer d.queue.ShutDown()
-	if !cache.WaitForCacheSync(ctx.Done(), d.synced...) {
-		return
-	}
-	var wg sync.WaitGroup
-	for range dependencyWorkers {
-		wg.Go(func() {
-			for {
-				key, quit := d.queue.Get()
-				if quit {
-					return
-				}
-				if err := d.sync(ctx, key); err != nil {
-					log.G(ctx).WithError(err).WithField("object", key).Warn("dependency sync failed, will retry")
-					d.queue.AddRateLimited(key)
-				} else {
-					d.queue.Forget(key)
-				}
-				d.queue.Done(key)
-			}
-		})
-	}
-	<-ctx.Done()
-	d.queue.ShutDown()
-	wg.Wait()
+	runSynced(ctx, d.queue, d.synced, dependencyWorkers, d.sync)
 }
 
 // sync brings the member copy of one host object in line with the host

@@ -78,22 +78,16 @@ func (m *eventMirror) observe(obj any) {
 
 // run mirrors events until ctx ends.
 func (m *eventMirror) run(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		m.queue.ShutDown()
-	}()
-	for {
-		key, quit := m.queue.Get()
-		if quit {
-			return
-		}
-		if m.mirror(key) && m.queue.NumRequeues(key) < eventRetries {
-			m.queue.AddRateLimited(key)
-		} else {
-			m.queue.Forget(key)
-		}
-		m.queue.Done(key)
+	runSynced(ctx, m.queue, nil, 1, m.sync)
+}
+
+// sync mirrors one event; one whose host pod is not in the cache yet is
+// tried again, a few times.
+func (m *eventMirror) sync(_ context.Context, key string) error {
+	if m.mirror(key) && m.queue.NumRequeues(key) < eventRetries {
+		return errRequeue
 	}
+	return nil
 }
 
 // mirror records the occurrences of an event not mirrored yet on its host

@@ -117,7 +117,7 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 	return nil
 }
 
-func (m *namespaceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, m.sync) }
+func (m *namespaceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, 1, m.sync) }
 
 // sync brings the member namespace of one host namespace in line with it.
 func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {

@@ -273,10 +273,8 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 		}
 	}
 	var wg sync.WaitGroup
-	for range p.cfg.StatusWorkers {
-		wg.Go(func() { runQueue(ctx, p.statusQueue, p.syncStatus) })
-	}
-	wg.Go(func() { runQueue(ctx, p.retryQueue, p.retryForward) })
+	wg.Go(func() { runQueue(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
+	wg.Go(func() { runQueue(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })
 	wg.Go(func() { p.svc.run(ctx) })
@@ -295,32 +293,46 @@ func newKeyQueue(name string) workqueue.TypedRateLimitingInterface[string] {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
 }
 
-// runSynced works q with sync until ctx ends, starting only once every
-// cache is complete: before that, an object could look deleted on one side
-// and its mirror on the other would be deleted.
-func runSynced(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], synced []cache.InformerSynced, sync func(context.Context, string) error) {
-	go func() {
-		<-ctx.Done()
-		q.ShutDown()
-	}()
+// runSynced works q with work, on workers goroutines, until ctx ends,
+// starting only once every cache is complete: before that, an object could
+// look deleted on one side and its mirror on the other would be deleted.
+func runSynced(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], synced []cache.InformerSynced, workers int, work func(context.Context, string) error) {
+	stop := context.AfterFunc(ctx, q.ShutDown)
+	defer stop()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return
 	}
-	runQueue(ctx, q, sync)
+	runQueue(ctx, q, workers, work)
 }
 
-func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error) {
-	for {
-		key, quit := q.Get()
-		if quit {
-			return
-		}
-		if err := sync(ctx, key); err != nil {
-			log.G(ctx).WithError(err).WithField("pod", key).Warn("sync failed, will retry")
-			q.AddRateLimited(key)
-		} else {
-			q.Forget(key)
-		}
-		q.Done(key)
+// errRequeue asks the worker loop to try a key again later, quietly: what
+// it waits for is expected to come.
+var errRequeue = errors.New("not yet")
+
+// runQueue is flotilla-node's one worker loop: it works q with work, on
+// workers goroutines, until q shuts down. A key whose work fails is tried
+// again with the queue's backoff.
+func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, work func(context.Context, string) error) {
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for {
+				key, quit := q.Get()
+				if quit {
+					return
+				}
+				switch err := work(ctx, key); {
+				case err == nil:
+					q.Forget(key)
+				case errors.Is(err, errRequeue):
+					q.AddRateLimited(key)
+				default:
+					log.G(ctx).WithError(err).WithField("key", key).Warn("sync failed, will retry")
+					q.AddRateLimited(key)
+				}
+				q.Done(key)
+			}
+		})
 	}
+	wg.Wait()
 }

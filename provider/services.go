@@ -85,7 +85,7 @@ func (m *serviceMirror) podChanged(namespace string) {
 	}
 }
 
-func (m *serviceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, m.sync) }
+func (m *serviceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, 1, m.sync) }
 
 // wanted reports whether any pod this virtual node runs matches the host
 // Service's selector.
