@@ -33,28 +33,40 @@ func newLedger(c clock.PassiveClock) *ledger {
 	return &ledger{clock: c, pending: map[types.UID]map[string]assignment{}}
 }
 
-// add records that the pod with assignment id was given cluster.
-func (l *ledger) add(template types.UID, id, cluster string) {
+// reserve picks the cluster of a pod being admitted and records it, in one
+// step: pick sees the template's counts (live, the template's pods per
+// cluster as the cache shows them, plus the assignments the cache has not
+// shown yet; seen holds the assignment IDs of the cached pods, whose
+// entries are dropped). It returns the cluster and the pod's rank there (1
+// for the cluster's first replica). Admissions run concurrently: counted
+// and recorded apart, two of them would see the same counts, land in the
+// same cluster and get the same rank, so the same pod-deletion-cost.
+func (l *ledger) reserve(template types.UID, id string, live map[string]int32, seen map[string]bool, pick func(map[string]int32) string) (string, int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	counts := l.countsLocked(template, live, seen)
+	c := pick(counts)
 	m := l.pending[template]
 	if m == nil {
 		m = map[string]assignment{}
 		l.pending[template] = m
 	}
-	m[id] = assignment{cluster: cluster, expires: l.clock.Now().Add(ledgerTTL)}
+	m[id] = assignment{cluster: c, expires: l.clock.Now().Add(ledgerTTL)}
+	return c, counts[c] + 1
 }
 
-// counts adds to live (the template's pods per cluster as the cache shows
-// them) the assignments the cache has not shown yet; seen holds the
-// assignment IDs of the cached pods, whose entries are dropped.
+// counts is what reserve's pick sees, for a caller that records nothing.
 func (l *ledger) counts(template types.UID, live map[string]int32, seen map[string]bool) map[string]int32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.countsLocked(template, live, seen)
+}
+
+func (l *ledger) countsLocked(template types.UID, live map[string]int32, seen map[string]bool) map[string]int32 {
 	out := make(map[string]int32, len(live))
 	for c, n := range live {
 		out[c] = n
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	now := l.clock.Now()
 	for id, a := range l.pending[template] {
 		if seen[id] || now.After(a.expires) {

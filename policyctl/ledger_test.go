@@ -2,6 +2,7 @@ package policyctl
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"testing"
@@ -15,13 +16,18 @@ import (
 	"flotilla.io/flotilla/propagation"
 )
 
+// to picks cluster whatever the counts.
+func to(cluster string) func(map[string]int32) string {
+	return func(map[string]int32) string { return cluster }
+}
+
 func TestLedger(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(1e9, 0))
 	l := newLedger(clock)
-	l.add("tpl", "a", "beijing")
-	l.add("tpl", "b", "beijing")
-	l.add("tpl", "c", "hangzhou")
-	l.add("other", "d", "hangzhou")
+	l.reserve("tpl", "a", nil, nil, to("beijing"))
+	l.reserve("tpl", "b", nil, nil, to("beijing"))
+	l.reserve("tpl", "c", nil, nil, to("hangzhou"))
+	l.reserve("other", "d", nil, nil, to("hangzhou"))
 
 	// The cache shows pod a: it counts once, as a live pod.
 	got := l.counts("tpl", map[string]int32{"beijing": 1}, map[string]bool{"a": true})
@@ -57,8 +63,7 @@ func TestBurstOverTwoReplicas(t *testing.T) {
 		got := map[string]int32{}
 		for i := range 6 {
 			l := ledgers[i%replicas] // the Service alternates; no cache shows the pods yet
-			c := propagation.Next(d, l.counts("tpl", nil, nil))
-			l.add("tpl", strconv.Itoa(i), c)
+			c, _ := l.reserve("tpl", strconv.Itoa(i), nil, nil, func(counts map[string]int32) string { return propagation.Next(d, counts) })
 			got[c]++
 		}
 		return got
@@ -104,5 +109,40 @@ func TestBurstOverTwoReplicas(t *testing.T) {
 	}
 	if maxMoves := int(max(split["beijing"]-3, split["hangzhou"]-3)); moves != maxMoves {
 		t.Errorf("convergence took %d evictions, want %d (one per surplus pod)", moves, maxMoves)
+	}
+}
+
+// TestReserveIsOneStep: an admission that has counted but not yet recorded
+// its pick must not let a concurrent one count without it, or both see the
+// same counts, pick the same cluster and give their pods the same rank.
+func TestReserveIsOneStep(t *testing.T) {
+	l := newLedger(clocktesting.NewFakePassiveClock(time.Unix(1e9, 0)))
+	aPicking, releaseA := make(chan struct{}), make(chan struct{})
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		l.reserve("tpl", "a", nil, nil, func(map[string]int32) string {
+			close(aPicking)
+			<-releaseA
+			return "beijing"
+		})
+	}()
+	<-aPicking
+	bSaw := make(chan map[string]int32, 1)
+	go func() {
+		l.reserve("tpl", "b", nil, nil, func(counts map[string]int32) string {
+			bSaw <- maps.Clone(counts)
+			return "beijing"
+		})
+	}()
+	select {
+	case counts := <-bSaw:
+		t.Fatalf("a second admission counted (%v) while the first was still picking", counts)
+	case <-time.After(time.Second): // ample for b to get there if it could
+	}
+	close(releaseA)
+	<-aDone
+	if counts := <-bSaw; counts["beijing"] != 1 {
+		t.Errorf("the second admission counted %v, want the first one's pick in beijing", counts)
 	}
 }

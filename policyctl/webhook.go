@@ -84,11 +84,12 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		counts := h.ledger.counts(tpl.UID, live, seen)
-		p.assigned = propagation.Next(pl.decision, counts)
 		p.assignmentID = rand.String(10)
-		p.deletionCost = propagation.DeletionCost(pl.decision, p.assigned, counts[p.assigned]+1)
-		h.ledger.add(tpl.UID, p.assignmentID, p.assigned)
+		var rank int32
+		p.assigned, rank = h.ledger.reserve(tpl.UID, p.assignmentID, live, seen, func(counts map[string]int32) string {
+			return propagation.Next(pl.decision, counts)
+		})
+		p.deletionCost = propagation.DeletionCost(pl.decision, p.assigned, rank)
 	case tpl.DerivedCluster != "":
 		// Duplicated, a derived workload's pod: its cluster, while that
 		// is still chosen (the controller deletes the workload if not).

@@ -2,7 +2,9 @@ package policyctl
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/sirupsen/logrus"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
@@ -87,4 +90,96 @@ func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConcurrentAdmissionsSplitExactly admits a burst of a Deployment's
+// pods at once, as a ReplicaSet's slow-start batches do: the 2:1 split is
+// exact, and each pod of a cluster gets a pod-deletion-cost of its own, so
+// that a scale-down deletes the replicas the smaller split does not keep.
+func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
+	pol := &policyv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
+			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+				ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+				WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
+					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}, Weight: 2},
+					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"hangzhou"}}, Weight: 1},
+				}},
+			}},
+		},
+	}
+	const replicas = 30
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](replicas)}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
+		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		Build()
+	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
+		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-1-", Namespace: "shop",
+		OwnerReferences: rs.OwnerReferences[:0:0]}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Controller: ptr.To(true)}}
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	costs := map[string]map[string]bool{} // cluster → deletion costs given
+	var wg sync.WaitGroup
+	for range replicas {
+		wg.Go(func() {
+			resp := h.handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: raw},
+				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			}})
+			placed, err := patched(raw, resp)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cluster := placed.Annotations[ClusterAnnotation]
+			mu.Lock()
+			defer mu.Unlock()
+			if costs[cluster] == nil {
+				costs[cluster] = map[string]bool{}
+			}
+			if cost := placed.Annotations[DeletionCostAnnotation]; costs[cluster][cost] {
+				t.Errorf("two pods in %s got pod-deletion-cost %s", cluster, cost)
+			} else {
+				costs[cluster][cost] = true
+			}
+		})
+	}
+	wg.Wait()
+	if len(costs["beijing"]) != 20 || len(costs["hangzhou"]) != 10 {
+		t.Errorf("split beijing %d / hangzhou %d, want 20/10", len(costs["beijing"]), len(costs["hangzhou"]))
+	}
+}
+
+// patched is the pod the webhook's response makes of raw.
+func patched(raw []byte, resp admission.Response) (*corev1.Pod, error) {
+	if !resp.Allowed {
+		return nil, fmt.Errorf("refused: %v", resp.Result)
+	}
+	ops, err := json.Marshal(resp.Patches)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := jsonpatch.DecodePatch(ops)
+	if err != nil {
+		return nil, err
+	}
+	out, err := patch.Apply(raw)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	return pod, json.Unmarshal(out, pod)
 }
