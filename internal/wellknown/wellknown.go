@@ -49,6 +49,24 @@ const (
 	ProviderTaintKey = "virtual-kubelet.io/provider"
 	// ProviderTaintValue is the value of the default virtual node taint.
 	ProviderTaintValue = "flotilla"
+
+	// FitModelAnnotation on a virtual node is the compact model of its
+	// member nodes (shapes, labels, taints, free resources) that placement
+	// checks a pod against before it is bound (package fit).
+	FitModelAnnotation = Prefix + "fit-model"
+	// MemberConstraintsAnnotation on a host pod holds the node selector and
+	// required node affinity the pod was created with, when placement
+	// rewrote them for the host scheduler; flotilla-node forwards these to
+	// the member instead of the rewritten ones.
+	MemberConstraintsAnnotation = Prefix + "member-constraints"
+	// FitGate is the scheduling gate that holds a pod in the host while no
+	// cluster can run it.
+	FitGate = Prefix + "fit"
+	// ReasonMemberUnschedulable is the status reason of a host pod that
+	// flotilla-node handed back because its member could not schedule it
+	// (as a kubelet fails a pod it cannot admit with OutOfcpu), so that the
+	// pod's controller creates a replacement elsewhere.
+	ReasonMemberUnschedulable = "MemberUnschedulable"
 )
 
 // HostOnlyLabel reports whether a node label term key=value, seen on a pod
