@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -95,6 +96,10 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
 			Labels: nodeLabels(cfg, eligible),
+			// The sum above is what the host scheduler counts; the model
+			// is what its nodes really are, so placement can tell a pod
+			// that fits the sum from one that fits a node (package fit).
+			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.Build(eligible, snap.Pods, nil).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -161,5 +162,41 @@ func TestBuild(t *testing.T) {
 	}
 	if !sameNode(n, Build(cfg, snap, n, t1)) {
 		t.Error("sameNode sees a change where only heartbeat times differ")
+	}
+}
+
+// TestBuildPublishesTheSlicesNodes: the virtual node carries a model of its
+// own member nodes only, in which forwarded pods count where they run (the
+// sum leaves them to the host scheduler; a node's free room does not).
+func TestBuildPublishesTheSlicesNodes(t *testing.T) {
+	cfg := Config{Name: "beijing", Installation: "host-1", Selector: labels.SelectorFromSet(labels.Set{"location": "beijing"})}
+	snap := Snapshot{
+		Nodes: []*corev1.Node{
+			mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing")),
+			mkNode("bj-2", "32", "64Gi", "110", label("location", "beijing")),
+			mkNode("hz-1", "64", "64Gi", "110", label("location", "hangzhou")),
+		},
+		Pods: []*corev1.Pod{
+			mkPod("mine", "bj-1", "20", "1Gi", true, corev1.PodRunning),
+			mkPod("theirs", "bj-2", "20", "1Gi", false, corev1.PodRunning),
+		},
+		Reachable: true,
+	}
+	n := Build(cfg, snap, nil, time.Now())
+	c, err := fit.NewCluster(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Model == nil {
+		t.Fatal("the virtual node publishes no model")
+	}
+	if got := c.Model.Groups[0].Largest[0]; got != 12000 {
+		t.Errorf("largest free cpu on a beijing node = %dm, want 12000m (the hangzhou node is not in this slice)", got)
+	}
+	if v := c.Check(fit.DemandOf(mkPod("big", "", "20", "1Gi", false, ""))); v.Fits {
+		t.Errorf("a 20-cpu pod fits a slice whose nodes have 12 free each: %+v", v)
+	}
+	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("44")) != 0 {
+		t.Errorf("allocatable cpu = %s, want 44 (the sum, less the pod flotilla did not forward)", got.String())
 	}
 }

@@ -1,0 +1,329 @@
+package fit
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Demand is what a pod asks of a member node.
+type Demand struct {
+	pod         *corev1.Pod
+	affinity    nodeaffinity.RequiredNodeAffinity
+	requests    corev1.ResourceList
+	tolerations []corev1.Toleration
+}
+
+// DemandOf returns what pod asks of a member node: its requests as the
+// scheduler counts them, its node selector and required node affinity,
+// and its tolerations. The pod is read, not kept past the call's users.
+func DemandOf(pod *corev1.Pod) Demand {
+	return Demand{
+		pod:         pod,
+		affinity:    nodeaffinity.GetRequiredNodeAffinity(pod),
+		requests:    resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
+		tolerations: pod.Spec.Tolerations,
+	}
+}
+
+// Cluster is one virtual node and the model it publishes, prepared for
+// checking pods: each group is seen as a node carrying the group's labels
+// overlaid with the virtual node's own (a selector on the cluster's name,
+// region or configured labels matches every node of it).
+type Cluster struct {
+	Name string
+	// Model is nil when the virtual node publishes none (an older
+	// flotilla-node): placement then trusts the host scheduler's sum.
+	Model  *Model
+	groups []*corev1.Node
+	shapes []*corev1.Node
+}
+
+// NewCluster prepares vnode's model. A model that cannot be read is an
+// error; a missing one gives a Cluster without a Model.
+func NewCluster(vnode *corev1.Node) (*Cluster, error) {
+	c := &Cluster{Name: vnode.Name}
+	s, ok := vnode.Annotations[wellknown.FitModelAnnotation]
+	if !ok {
+		return c, nil
+	}
+	m, err := Decode(s)
+	if err != nil {
+		return nil, fmt.Errorf("virtual node %s: %w", vnode.Name, err)
+	}
+	return NewClusterOf(vnode.Name, vnode.Labels, m), nil
+}
+
+// NewClusterOf prepares model m of the virtual node name with labels.
+func NewClusterOf(name string, labels map[string]string, m *Model) *Cluster {
+	c := &Cluster{Name: name, Model: m}
+	node := func(l map[string]string) *corev1.Node {
+		merged := make(map[string]string, len(l)+len(labels))
+		maps.Copy(merged, l)
+		maps.Copy(merged, labels)
+		n := &corev1.Node{}
+		n.Name, n.Labels = name, merged
+		return n
+	}
+	for _, g := range m.Groups {
+		c.groups = append(c.groups, node(g.Labels))
+	}
+	for _, s := range m.Grow {
+		c.shapes = append(c.shapes, node(s.Labels))
+	}
+	return c
+}
+
+// Verdict is a cluster's answer for one pod.
+type Verdict struct {
+	// Fits is true when at least one member node could hold the pod now,
+	// or when the cluster's model cannot tell (see Known).
+	Fits bool
+	// Known is false when the answer is a guess: no model, or nodes
+	// left out of it.
+	Known bool
+	// Reason says why the pod does not fit, as a user reads it:
+	// "no node with 20 cpu free (largest 12)".
+	Reason string
+}
+
+// want is a demand expressed in a model's dimensions.
+type want struct {
+	v       []int64
+	missing []corev1.ResourceName // requested, and no node has any
+}
+
+func (c *Cluster) want(d Demand) want {
+	m := c.Model
+	w := want{v: make([]int64, len(m.Resources))}
+	for _, name := range slices.Sorted(maps.Keys(d.requests)) {
+		q := d.requests[name]
+		if q.Sign() <= 0 {
+			continue
+		}
+		i := slices.Index(m.Resources, name)
+		if i < 0 {
+			w.missing = append(w.missing, name)
+			continue
+		}
+		w.v[i] = value(name, q)
+	}
+	if i := slices.Index(m.Resources, corev1.ResourcePods); i >= 0 {
+		w.v[i] = 1
+	}
+	return w
+}
+
+func covers(free, want []int64) bool {
+	for d, x := range want {
+		if free[d] < x {
+			return false
+		}
+	}
+	return true
+}
+
+// eligible reports whether pods with d may go to node (labels) with taints,
+// and when not because of a taint, which.
+func eligible(d Demand, node *corev1.Node, taints []corev1.Taint) (labelsMatch bool, untolerated *corev1.Taint) {
+	if ok, err := d.affinity.Match(node); err != nil || !ok {
+		return false, nil
+	}
+	if t, bad := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), taints, d.tolerations, nil, false); bad {
+		return true, &t
+	}
+	return true, nil
+}
+
+// Check answers whether at least one member node could hold the pod.
+func (c *Cluster) Check(d Demand) Verdict {
+	m := c.Model
+	if m == nil {
+		return Verdict{Fits: true}
+	}
+	w := c.want(d)
+	matched := false
+	var taint *corev1.Taint
+	largest := make([]int64, len(m.Resources))
+	tolerated := false
+	for i, g := range m.Groups {
+		ok, t := eligible(d, c.groups[i], g.Taints)
+		if !ok {
+			continue
+		}
+		matched = true
+		if t != nil {
+			if taint == nil {
+				taint = t
+			}
+			continue
+		}
+		tolerated = true
+		for dd, x := range g.Largest {
+			largest[dd] = max(largest[dd], x)
+		}
+		if len(w.missing) > 0 {
+			continue
+		}
+		for _, s := range g.Free {
+			if covers(s.Free, w.v) {
+				return Verdict{Fits: true, Known: true}
+			}
+		}
+	}
+	if m.Omitted > 0 {
+		return Verdict{Fits: true, Reason: fmt.Sprintf("%d nodes are not in the model", m.Omitted)}
+	}
+	switch {
+	case !matched:
+		if sel := describeSelector(d.pod); sel != "" {
+			return Verdict{Known: true, Reason: "no node matches " + sel}
+		}
+		return Verdict{Known: true, Reason: "no node matches the pod's node affinity"}
+	case !tolerated:
+		return Verdict{Known: true, Reason: "no node tolerates taint " + taint.ToString()}
+	case len(w.missing) > 0:
+		return Verdict{Known: true, Reason: "no node has " + joinNames(w.missing)}
+	}
+	return Verdict{Known: true, Reason: shortfall(m, w.v, largest)}
+}
+
+// shortfall explains why no slot covers want although the nodes match.
+func shortfall(m *Model, want, largest []int64) string {
+	var short, all []string
+	for d, x := range want {
+		if x == 0 {
+			continue
+		}
+		name := m.Resources[d]
+		if name == corev1.ResourcePods {
+			if largest[d] < 1 {
+				short = append(short, "no node with room for another pod")
+			}
+			continue
+		}
+		all = append(all, quantity(name, x)+" "+string(name))
+		if largest[d] < x {
+			short = append(short, fmt.Sprintf("no node with %s %s free (largest %s)", quantity(name, x), name, quantity(name, largest[d])))
+		}
+	}
+	if len(short) > 0 {
+		return strings.Join(short, ", ")
+	}
+	return "no node with " + strings.Join(all, " and ") + " free at once"
+}
+
+// Replicas returns how many copies of the pod the member nodes could hold
+// now, and whether the model can tell.
+func (c *Cluster) Replicas(d Demand) (int64, bool) {
+	m := c.Model
+	if m == nil || m.Omitted > 0 {
+		return 0, false
+	}
+	w := c.want(d)
+	if len(w.missing) > 0 {
+		return 0, true
+	}
+	var n int64
+	for i, g := range m.Groups {
+		if ok, t := eligible(d, c.groups[i], g.Taints); !ok || t != nil {
+			continue
+		}
+		for _, s := range g.Free {
+			n += int64(s.Nodes) * copies(s.Free, w.v)
+		}
+	}
+	return n, true
+}
+
+// copies is how many times want fits in free.
+func copies(free, want []int64) int64 {
+	n := int64(-1)
+	for d, x := range want {
+		if x <= 0 {
+			continue
+		}
+		if k := free[d] / x; n < 0 || k < n {
+			n = k
+		}
+	}
+	return max(n, 0)
+}
+
+// CanGrow reports whether a node the cluster can add would hold the pod.
+func (c *Cluster) CanGrow(d Demand) bool {
+	m := c.Model
+	if m == nil || len(m.Grow) == 0 {
+		return false
+	}
+	w := c.want(d)
+	if len(w.missing) > 0 {
+		return false
+	}
+	for i, s := range m.Grow {
+		if ok, t := eligible(d, c.shapes[i], s.Taints); ok && t == nil && covers(s.Allocatable, w.v) {
+			return true
+		}
+	}
+	return false
+}
+
+func joinNames(names []corev1.ResourceName) string {
+	s := make([]string, len(names))
+	for i, n := range names {
+		s[i] = string(n)
+	}
+	return strings.Join(s, ", ")
+}
+
+// describeSelector renders the member-level part of the pod's node
+// selector and required node affinity, for messages: keys placement
+// itself adds (under flotilla.io/) are left out.
+func describeSelector(pod *corev1.Pod) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(pod.Spec.NodeSelector)) {
+		if !strings.HasPrefix(k, wellknown.Prefix) {
+			parts = append(parts, k+"="+pod.Spec.NodeSelector[k])
+		}
+	}
+	var terms []string
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, t := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			var exprs []string
+			for _, r := range t.MatchExpressions {
+				if strings.HasPrefix(r.Key, wellknown.Prefix) {
+					continue
+				}
+				switch r.Operator {
+				case corev1.NodeSelectorOpIn:
+					if len(r.Values) == 1 {
+						exprs = append(exprs, r.Key+"="+r.Values[0])
+						continue
+					}
+				case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+					exprs = append(exprs, fmt.Sprintf("%s %s", r.Key, r.Operator))
+					continue
+				}
+				exprs = append(exprs, fmt.Sprintf("%s %s [%s]", r.Key, r.Operator, strings.Join(r.Values, ",")))
+			}
+			if len(exprs) > 0 {
+				terms = append(terms, strings.Join(exprs, ", "))
+			}
+		}
+	}
+	if len(terms) == 1 {
+		parts = append(parts, terms[0])
+	} else if len(terms) > 1 {
+		parts = append(parts, "("+strings.Join(terms, ") or (")+")")
+	}
+	return strings.Join(parts, ", ")
+}

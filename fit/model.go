@@ -1,0 +1,402 @@
+package fit
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Limits that keep a model small whatever the cluster's size.
+const (
+	// MaxGroups is the most groups a model holds; the nodes of smaller
+	// groups beyond it are counted in Model.Omitted.
+	MaxGroups = 32
+	// MaxSlots is the most distinct free vectors a group holds.
+	MaxSlots = 32
+)
+
+// Model describes the member nodes behind one virtual node.
+type Model struct {
+	// Resources names the dimensions of every vector in the model, in
+	// order. cpu is in millicores, every other resource in its unit.
+	Resources []corev1.ResourceName `json:"resources"`
+	// Groups are the nodes, grouped by what a pod's constraints can tell
+	// apart: labels and taints.
+	Groups []Group `json:"groups,omitempty"`
+	// Omitted counts the nodes left out of Groups to keep the model small.
+	Omitted int `json:"omitted,omitempty"`
+	// Grow, when the cluster can add nodes, are the shapes of the nodes it
+	// can add.
+	Grow []Shape `json:"grow,omitempty"`
+}
+
+// Group is a set of member nodes with the same labels and taints.
+type Group struct {
+	// Labels are the nodes' labels, without those that tell single nodes
+	// apart (a hostname): a pod selecting those cannot be placed by
+	// cluster anyway.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints are the nodes' NoSchedule and NoExecute taints.
+	Taints []corev1.Taint `json:"taints,omitempty"`
+	// Free holds the distinct free vectors of the group's nodes.
+	Free []Slot `json:"free"`
+	// Largest is, per resource, the most any one node of the group has
+	// free: exact even when Free was rounded, so messages can say it.
+	Largest []int64 `json:"largest"`
+}
+
+// Slot is a free vector and how many nodes have (at least) it.
+type Slot struct {
+	Nodes int     `json:"n"`
+	Free  []int64 `json:"v"`
+}
+
+// Shape is a node a cluster can add: its labels, taints and allocatable.
+type Shape struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	Allocatable []int64           `json:"allocatable"`
+}
+
+// NodeShape is a node a cluster can add, as configured.
+type NodeShape struct {
+	Labels      map[string]string
+	Taints      []corev1.Taint
+	Allocatable corev1.ResourceList
+}
+
+// Encode returns the model as published on the virtual node.
+func (m *Model) Encode() string {
+	b, err := json.Marshal(m)
+	if err != nil {
+		// A Model holds only strings, ints and taints.
+		panic(fmt.Sprintf("fit: encode model: %v", err))
+	}
+	return string(b)
+}
+
+// Decode reads a model published on a virtual node.
+func Decode(s string) (*Model, error) {
+	m := &Model{}
+	if err := json.Unmarshal([]byte(s), m); err != nil {
+		return nil, fmt.Errorf("decode fit model: %w", err)
+	}
+	for _, g := range m.Groups {
+		if len(g.Largest) != len(m.Resources) {
+			return nil, fmt.Errorf("decode fit model: a group has %d resources, want %d", len(g.Largest), len(m.Resources))
+		}
+		for _, s := range g.Free {
+			if len(s.Free) != len(m.Resources) {
+				return nil, fmt.Errorf("decode fit model: a slot has %d resources, want %d", len(s.Free), len(m.Resources))
+			}
+		}
+	}
+	for _, s := range m.Grow {
+		if len(s.Allocatable) != len(m.Resources) {
+			return nil, fmt.Errorf("decode fit model: a shape has %d resources, want %d", len(s.Allocatable), len(m.Resources))
+		}
+	}
+	return m, nil
+}
+
+// value is q in the unit the model uses for name.
+func value(name corev1.ResourceName, q resource.Quantity) int64 {
+	if name == corev1.ResourceCPU {
+		return q.MilliValue()
+	}
+	return q.Value()
+}
+
+// quantity formats v of resource name for a message.
+func quantity(name corev1.ResourceName, v int64) string {
+	switch {
+	case name == corev1.ResourceCPU:
+		return resource.NewMilliQuantity(v, resource.DecimalSI).String()
+	case name == corev1.ResourceMemory || name == corev1.ResourceEphemeralStorage || strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
+		return resource.NewQuantity(v, resource.BinarySI).String()
+	}
+	return resource.NewQuantity(v, resource.DecimalSI).String()
+}
+
+// Build returns the model of nodes, the member nodes a virtual node stands
+// for (already filtered to the Ready, schedulable ones of its slice), given
+// every member pod: a pod bound to one of the nodes and not finished uses
+// its requests there, whoever created it. grow, when not nil, says the
+// cluster can add nodes: of the shapes given, or when there are none, of
+// the shape of its largest node.
+func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
+	m := &Model{}
+	index := map[corev1.ResourceName]int{}
+	dim := func(name corev1.ResourceName) int {
+		if i, ok := index[name]; ok {
+			return i
+		}
+		index[name] = len(m.Resources)
+		m.Resources = append(m.Resources, name)
+		return len(m.Resources) - 1
+	}
+	// cpu, memory and pods first, in this order, for readable models.
+	dim(corev1.ResourceCPU)
+	dim(corev1.ResourceMemory)
+	dim(corev1.ResourcePods)
+	for _, n := range nodes {
+		for _, name := range slices.Sorted(maps.Keys(n.Status.Allocatable)) {
+			dim(name)
+		}
+	}
+	for _, s := range grow {
+		for _, name := range slices.Sorted(maps.Keys(s.Allocatable)) {
+			dim(name)
+		}
+	}
+
+	byNode := make(map[string]int, len(nodes))
+	free := make([][]int64, len(nodes))
+	for i, n := range nodes {
+		byNode[n.Name] = i
+		v := make([]int64, len(m.Resources))
+		for name, q := range n.Status.Allocatable {
+			v[index[name]] = value(name, q)
+		}
+		free[i] = v
+	}
+	pods0 := index[corev1.ResourcePods]
+	for _, p := range pods {
+		i, ok := byNode[p.Spec.NodeName]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			if d, ok := index[name]; ok {
+				free[i][d] -= value(name, q)
+			}
+		}
+		free[i][pods0]--
+	}
+	for _, v := range free {
+		for d := range v {
+			v[d] = max(v[d], 0)
+		}
+	}
+
+	labels := publishedLabels(nodes)
+	groups := map[string]*Group{}
+	members := map[string][]int{}
+	var keys []string
+	for i, n := range nodes {
+		g := Group{Labels: labels[i], Taints: schedulingTaints(n.Spec.Taints)}
+		k := groupKey(g)
+		if _, ok := groups[k]; !ok {
+			groups[k] = &g
+			keys = append(keys, k)
+		}
+		members[k] = append(members[k], i)
+	}
+	// Largest groups first; past MaxGroups the rest are omitted.
+	slices.SortStableFunc(keys, func(a, b string) int {
+		return cmp.Or(cmp.Compare(len(members[b]), len(members[a])), strings.Compare(a, b))
+	})
+	for j, k := range keys {
+		if j >= MaxGroups {
+			m.Omitted += len(members[k])
+			continue
+		}
+		g := groups[k]
+		vectors := make([][]int64, 0, len(members[k]))
+		g.Largest = make([]int64, len(m.Resources))
+		for _, i := range members[k] {
+			vectors = append(vectors, free[i])
+			for d, x := range free[i] {
+				g.Largest[d] = max(g.Largest[d], x)
+			}
+		}
+		g.Free = slots(vectors, g.Largest)
+		m.Groups = append(m.Groups, *g)
+	}
+
+	if grow != nil {
+		m.Grow = shapes(m, index, nodes, labels, grow)
+	}
+	return m
+}
+
+// shapes returns the shapes a growable cluster can add: those configured,
+// or the shape of its largest node.
+func shapes(m *Model, index map[corev1.ResourceName]int, nodes []*corev1.Node, labels []map[string]string, grow []NodeShape) []Shape {
+	var out []Shape
+	for _, s := range grow {
+		v := make([]int64, len(m.Resources))
+		for name, q := range s.Allocatable {
+			v[index[name]] = value(name, q)
+		}
+		if _, ok := s.Allocatable[corev1.ResourcePods]; !ok {
+			// The kubelet's default when a shape does not say.
+			v[index[corev1.ResourcePods]] = 110
+		}
+		out = append(out, Shape{Labels: s.Labels, Taints: schedulingTaints(s.Taints), Allocatable: v})
+	}
+	if len(out) > 0 || len(nodes) == 0 {
+		return out
+	}
+	largest := 0
+	size := func(n *corev1.Node) (int64, int64) {
+		return value(corev1.ResourceCPU, n.Status.Allocatable[corev1.ResourceCPU]), value(corev1.ResourceMemory, n.Status.Allocatable[corev1.ResourceMemory])
+	}
+	for i, n := range nodes {
+		c, mm := size(n)
+		lc, lm := size(nodes[largest])
+		if c > lc || (c == lc && mm > lm) {
+			largest = i
+		}
+	}
+	n := nodes[largest]
+	v := make([]int64, len(m.Resources))
+	for name, q := range n.Status.Allocatable {
+		v[index[name]] = value(name, q)
+	}
+	return []Shape{{Labels: labels[largest], Taints: schedulingTaints(n.Spec.Taints), Allocatable: v}}
+}
+
+// publishedLabels returns, per node, the labels a pod's selector can
+// meaningfully ask of the cluster: without the hostname (the virtual
+// node's own replaces it) and, when the nodes would otherwise form more
+// than MaxGroups groups, without the keys with the most distinct values
+// (instance IDs and the like), one at a time, until they do not. A key
+// only some nodes carry (disk=ssd on one of them) is kept.
+func publishedLabels(nodes []*corev1.Node) []map[string]string {
+	out := make([]map[string]string, len(nodes))
+	values := map[string]map[string]bool{}
+	for i, n := range nodes {
+		l := make(map[string]string, len(n.Labels))
+		for k, v := range n.Labels {
+			if k == corev1.LabelHostname || v == n.Name {
+				continue
+			}
+			l[k] = v
+			if values[k] == nil {
+				values[k] = map[string]bool{}
+			}
+			values[k][v] = true
+		}
+		out[i] = l
+	}
+	for {
+		groups := map[string]bool{}
+		for _, l := range out {
+			groups[groupKey(Group{Labels: l})] = true
+		}
+		if len(groups) <= MaxGroups || len(values) == 0 {
+			return out
+		}
+		widest := ""
+		for k, vs := range values {
+			if widest == "" || len(vs) > len(values[widest]) || (len(vs) == len(values[widest]) && k < widest) {
+				widest = k
+			}
+		}
+		delete(values, widest)
+		for _, l := range out {
+			delete(l, widest)
+		}
+	}
+}
+
+// schedulingTaints are the taints that keep pods off a node.
+func schedulingTaints(taints []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+	}
+	slices.SortFunc(out, func(a, b corev1.Taint) int {
+		return cmp.Or(strings.Compare(a.Key, b.Key), strings.Compare(a.Value, b.Value), strings.Compare(string(a.Effect), string(b.Effect)))
+	})
+	return out
+}
+
+func groupKey(g Group) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(g.Labels)) {
+		fmt.Fprintf(&b, "%s=%s\x00", k, g.Labels[k])
+	}
+	b.WriteString("\x01")
+	for _, t := range g.Taints {
+		fmt.Fprintf(&b, "%s=%s:%s\x00", t.Key, t.Value, t.Effect)
+	}
+	return b.String()
+}
+
+// slots returns the distinct free vectors, at most MaxSlots of them:
+// when there are more, every resource is rounded down to a grid of
+// largest/2^k, coarser until they fit.
+func slots(vectors [][]int64, largest []int64) []Slot {
+	out := distinct(vectors, nil)
+	for k := 6; len(out) > MaxSlots && k >= 0; k-- {
+		step := make([]int64, len(largest))
+		for d, l := range largest {
+			step[d] = max(l>>k, 1)
+		}
+		out = distinct(vectors, step)
+	}
+	if len(out) > MaxSlots {
+		// Still too many: keep the largest, and fold the rest into
+		// their common minimum, which each of them has free.
+		slices.SortStableFunc(out, func(a, b Slot) int { return cmp.Compare(total(b.Free, largest), total(a.Free, largest)) })
+		rest := Slot{Free: slices.Clone(out[MaxSlots-1].Free)}
+		for _, s := range out[MaxSlots-1:] {
+			rest.Nodes += s.Nodes
+			for d := range rest.Free {
+				rest.Free[d] = min(rest.Free[d], s.Free[d])
+			}
+		}
+		out = append(out[:MaxSlots-1], rest)
+	}
+	slices.SortFunc(out, func(a, b Slot) int { return slices.Compare(b.Free, a.Free) })
+	return out
+}
+
+// total is a vector's size relative to largest, for ordering only.
+func total(v, largest []int64) float64 {
+	var t float64
+	for d, x := range v {
+		if largest[d] > 0 {
+			t += float64(x) / float64(largest[d])
+		}
+	}
+	return t
+}
+
+// distinct counts the vectors, each rounded down to step when given.
+func distinct(vectors [][]int64, step []int64) []Slot {
+	seen := map[string]int{}
+	var out []Slot
+	var key strings.Builder
+	for _, v := range vectors {
+		r := v
+		if step != nil {
+			r = make([]int64, len(v))
+			for d, x := range v {
+				r[d] = x - x%step[d]
+			}
+		}
+		key.Reset()
+		for _, x := range r {
+			fmt.Fprintf(&key, "%d,", x)
+		}
+		if i, ok := seen[key.String()]; ok {
+			out[i].Nodes++
+			continue
+		}
+		seen[key.String()] = len(out)
+		out = append(out, Slot{Nodes: 1, Free: slices.Clone(r)})
+	}
+	return out
+}
