@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -198,5 +199,15 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 	}
 	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("44")) != 0 {
 		t.Errorf("allocatable cpu = %s, want 44 (the sum, less the pod flotilla did not forward)", got.String())
+	}
+	// Another forwarded pod bound leaves the sum alone but not the
+	// nodes: the node must be published again.
+	snap.Pods = append(snap.Pods, mkPod("mine-2", "bj-2", "4", "1Gi", true, corev1.PodRunning))
+	again := Build(cfg, snap, n, time.Now())
+	if !equality.Semantic.DeepEqual(again.Status.Allocatable, n.Status.Allocatable) {
+		t.Fatal("a forwarded pod changed the sum")
+	}
+	if sameNode(n, again) {
+		t.Error("a forwarded pod bound on a member node leaves the published node as it was")
 	}
 }

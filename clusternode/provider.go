@@ -15,6 +15,8 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"flotilla.io/flotilla/internal/podstate"
 )
 
 var _ node.NodeProvider = (*Provider)(nil)
@@ -88,7 +90,13 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	if _, err := cfg.Informers.Core().V1().Nodes().Informer().AddEventHandler(p.dirtyWhen(p.nodeMatters)); err != nil {
 		return nil, err
 	}
-	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(p.dirtyWhen(p.podMatters)); err != nil {
+	pods := p.dirtyWhen(p.podMatters).(cache.ResourceEventHandlerFuncs)
+	pods.UpdateFunc = func(old, cur any) {
+		if p.podUpdateMatters(old, cur) {
+			p.markDirty()
+		}
+	}
+	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(pods); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -123,17 +131,33 @@ func (p *Provider) nodeMatters(obj any) bool {
 	return ok && (p.cfg.Node.Selector == nil || p.cfg.Node.Selector.Matches(labels.Set(n.Labels)))
 }
 
-// podMatters reports whether a member pod can change this virtual node's
-// allocatable: it is bound to a node of the slice and was not forwarded by
-// this virtual node (whose pods the host scheduler already counts). A pod
-// whose node is not known yet is counted when the node's own event comes.
+// podMatters reports whether a member pod can change this virtual node:
+// it is bound to a node of the slice, so it takes room on that node (the
+// fit model) and, unless this virtual node forwarded it (the host
+// scheduler counts those), from the sum. A pod whose node is not known yet
+// is counted when the node's own event comes.
 func (p *Provider) podMatters(obj any) bool {
 	pod, ok := objectOf(obj).(*corev1.Pod)
-	if !ok || pod.Spec.NodeName == "" || p.cfg.Node.Owner().Owns(pod) {
+	if !ok || pod.Spec.NodeName == "" {
 		return false
 	}
 	n, err := p.nodes.Get(pod.Spec.NodeName)
 	return err == nil && p.nodeMatters(n)
+}
+
+// podUpdateMatters reports whether an update of a member pod can change
+// this virtual node. The pods it forwarded change it only when bound or
+// finished: their status updates, the bulk of a burst, do not rebuild it.
+func (p *Provider) podUpdateMatters(old, cur any) bool {
+	if !p.podMatters(old) && !p.podMatters(cur) {
+		return false
+	}
+	o, ok1 := objectOf(old).(*corev1.Pod)
+	c, ok2 := objectOf(cur).(*corev1.Pod)
+	if !ok1 || !ok2 || !p.cfg.Node.Owner().Owns(c) {
+		return true
+	}
+	return o.Spec.NodeName != c.Spec.NodeName || podstate.Terminal(o) != podstate.Terminal(c)
 }
 
 func objectOf(obj any) any {
@@ -265,6 +289,7 @@ func (p *Provider) publish(ctx context.Context) {
 // on every build.
 func sameNode(a, b *corev1.Node) bool {
 	if !equality.Semantic.DeepEqual(a.Labels, b.Labels) ||
+		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
 		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(a.Status.NodeInfo, b.Status.NodeInfo) ||
 		len(a.Status.Conditions) != len(b.Status.Conditions) {

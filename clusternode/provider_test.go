@@ -92,7 +92,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 		want bool
 	}{
 		"the member's own pod on a node of the slice":      {mkPod("a", "bj-1", "1", "1Gi", false, corev1.PodRunning), true},
-		"a pod this virtual node forwarded":                {mkPod("b", "bj-1", "1", "1Gi", true, corev1.PodRunning), false},
+		"a pod this virtual node forwarded":                {mkPod("b", "bj-1", "1", "1Gi", true, corev1.PodRunning), true},
 		"a pod another partition forwarded onto the slice": {otherPartition, true},
 		"a pod on a node of another slice":                 {mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning), false},
 		"a pod not bound yet":                              {mkPod("d", "", "1", "1Gi", false, corev1.PodPending), false},
@@ -101,6 +101,28 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 	for name, tc := range pods {
 		if got := p.podMatters(tc.pod); got != tc.want {
 			t.Errorf("%s: podMatters = %v, want %v", name, got, tc.want)
+		}
+	}
+
+	// Of the pods it forwarded, only binding and finishing change the
+	// node; the member's own pods change it with every update.
+	pending := mkPod("f", "", "1", "1Gi", true, corev1.PodPending)
+	bound := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodPending)
+	running := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodRunning)
+	done := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodSucceeded)
+	own := mkPod("g", "bj-1", "1", "1Gi", false, corev1.PodRunning)
+	for name, tc := range map[string]struct {
+		old, cur *corev1.Pod
+		want     bool
+	}{
+		"a forwarded pod bound":            {pending, bound, true},
+		"a forwarded pod started":          {bound, running, false},
+		"a forwarded pod finished":         {running, done, true},
+		"a forwarded pod still unbound":    {pending, pending.DeepCopy(), false},
+		"the member's own pod, any change": {own, own.DeepCopy(), true},
+	} {
+		if got := p.podUpdateMatters(tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: podUpdateMatters = %v, want %v", name, got, tc.want)
 		}
 	}
 
