@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -326,4 +327,26 @@ func describeSelector(pod *corev1.Pod) string {
 		parts = append(parts, "("+strings.Join(terms, ") or (")+")")
 	}
 	return strings.Join(parts, ", ")
+}
+
+// MemberConstraints are a pod's own node selector and required node
+// affinity, kept in wellknown.MemberConstraintsAnnotation when placement
+// replaced them, for the host scheduler, by the clusters that fit: they
+// still choose the node inside the member.
+type MemberConstraints struct {
+	NodeSelector map[string]string    `json:"nodeSelector,omitempty"`
+	Required     *corev1.NodeSelector `json:"required,omitempty"`
+}
+
+// MemberConstraintsOf returns the constraints kept on pod, if any.
+func MemberConstraintsOf(pod *corev1.Pod) (MemberConstraints, bool, error) {
+	s, ok := pod.Annotations[wellknown.MemberConstraintsAnnotation]
+	if !ok {
+		return MemberConstraints{}, false, nil
+	}
+	var mc MemberConstraints
+	if err := json.Unmarshal([]byte(s), &mc); err != nil {
+		return MemberConstraints{}, false, fmt.Errorf("annotation %s: %w", wellknown.MemberConstraintsAnnotation, err)
+	}
+	return mc, true, nil
 }

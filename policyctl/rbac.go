@@ -18,7 +18,8 @@ package policyctl
 // them through the webhook; replicas move through the Eviction API, so
 // PodDisruptionBudgets hold.
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// The fit gate releases the pods it holds by updating them.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch;update
 //

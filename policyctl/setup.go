@@ -8,10 +8,14 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -33,12 +37,18 @@ type Options struct {
 	// RebalanceInterval is the least time between two evictions that move
 	// one template's replicas toward its decision.
 	RebalanceInterval time.Duration
+	// RefusalCooldown is how long a cluster that handed back a pod gets
+	// no pod of the same controller (default 2m).
+	RefusalCooldown time.Duration
 }
 
 // Setup registers the policy reconcilers and webhooks with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts Options) error {
 	if opts.RebalanceInterval <= 0 {
 		opts.RebalanceInterval = 10 * time.Second
+	}
+	if opts.RefusalCooldown <= 0 {
+		opts.RefusalCooldown = 2 * time.Minute
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, templateIndex, func(o client.Object) []string {
 		if uid := o.GetAnnotations()[TemplateAnnotation]; uid != "" {
@@ -55,6 +65,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 		return nil
 	}); err != nil {
 		return fmt.Errorf("index pods by node: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, gatedIndex, gatedValue); err != nil {
+		return fmt.Errorf("index pods held by the fit gate: %w", err)
 	}
 	pl := newPlacer(mgr.GetCache())
 	recorder := mgr.GetEventRecorder("flotilla-policy")
@@ -118,9 +131,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 		}
 	}
 
+	fitter := newFitter(mgr.GetCache(), clock.RealClock{}, opts.RefusalCooldown)
+	if err := setupFitGate(ctx, mgr, fitter, recorder, opts.RefusalCooldown/2); err != nil {
+		return err
+	}
+
 	hook := mgr.GetWebhookServer()
 	hook.Register(PodWebhookPath, &webhook.Admission{Handler: &PodPlacer{
-		cache: mgr.GetCache(), placer: pl, ledger: lg,
+		cache: mgr.GetCache(), placer: pl, ledger: lg, fitter: fitter,
 		decoder: admission.NewDecoder(mgr.GetScheme()), log: log.WithField("webhook", "pod"),
 	}})
 	hook.Register(PolicyWebhookPath, &webhook.Admission{Handler: &PolicyValidator{decoder: admission.NewDecoder(mgr.GetScheme())}})
@@ -133,4 +151,65 @@ func requests(objs []client.Object) []reconcile.Request {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 	}
 	return out
+}
+
+// setupFitGate registers the controller that releases the pods the fit
+// gate holds, and the observer of handed-back pods.
+func setupFitGate(ctx context.Context, mgr ctrl.Manager, f *fitter, recorder events.EventRecorder, recheck time.Duration) error {
+	g := &fitGate{client: mgr.GetClient(), fitter: f, recorder: recorder, recheck: recheck, leading: func() bool {
+		select {
+		case <-mgr.Elected():
+			return true
+		default:
+			return false
+		}
+	}}
+	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			if p, ok := o.(*corev1.Pod); ok {
+				g.observe(nil, p)
+			}
+		},
+		UpdateFunc: func(o, n any) {
+			op, ok1 := o.(*corev1.Pod)
+			np, ok2 := n.(*corev1.Pod)
+			if ok1 && ok2 {
+				g.observe(op, np)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watch handed-back pods: %w", err)
+	}
+	nodes, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("node informer: %w", err)
+	}
+	if _, err := nodes.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if n, ok := o.(*corev1.Node); ok {
+				f.forgetNode(n.Name)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("watch node deletions: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named("fitgate").
+		For(&corev1.Pod{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			p, ok := o.(*corev1.Pod)
+			return ok && gated(p)
+		}))).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if n, ok := o.(*corev1.Node); !ok || !isVirtualNode(n) {
+				return nil
+			}
+			return g.heldPods(ctx)
+		})).
+		Complete(g)
 }

@@ -17,24 +17,28 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
 
 // PodPlacer is the mutating admission webhook that places each new pod of
 // a template a PropagationPolicy selects (docs/policies.md, "Enforcement").
 type PodPlacer struct {
-	cache   client.Reader
-	placer  *placer
-	ledger  *ledger
+	cache  client.Reader
+	placer *placer
+	ledger *ledger
+	// fitter, when set, keeps pods off clusters that cannot run them.
+	fitter  *fitter
 	decoder admission.Decoder
 	log     logrus.FieldLogger
 }
 
 var _ admission.Handler = (*PodPlacer)(nil)
 
-// handle places a pod being created; pods no policy selects pass unchanged.
-// An error reading the caches is returned as such and, with the webhook's
-// failurePolicy Ignore, admits the pod unplaced: it then lacks the
+// handle places a pod being created: by the policy that selects it, if
+// any, and on clusters that can run it (fitting.go). An error reading the
+// caches is returned as such and, with the webhook's failurePolicy
+// Ignore, admits the pod unplaced: a pod a policy selects then lacks the
 // virtual-node toleration and waits Pending until the controller recreates
 // it (see docs/policies.md, "Webhook unavailable").
 func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission.Response {
@@ -45,32 +49,71 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	placed, why, err := h.placeByPolicy(ctx, pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	fitted := false
+	if h.fitter != nil && fitsApply(pod) {
+		f, err := h.fitter.evaluate(ctx, pod)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		fitted = applyFit(pod, f)
+	}
+	if !placed && !fitted {
+		return admission.Allowed(why)
+	}
+	out, err := json.Marshal(pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+}
+
+// fitsApply reports whether placement checks the pod against the
+// clusters: not a pod bound already, a DaemonSet's (it names its node) or
+// one placed before.
+func fitsApply(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" {
+		return false
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "DaemonSet" {
+		return false
+	}
+	_, done := pod.Annotations[wellknown.MemberConstraintsAnnotation]
+	return !done
+}
+
+// placeByPolicy applies the placement of the policy that selects the pod,
+// if any, and reports whether it did, or why not.
+func (h *PodPlacer) placeByPolicy(ctx context.Context, pod *corev1.Pod) (bool, string, error) {
 	if _, done := pod.Annotations[PlacementAnnotation]; done {
-		return admission.Allowed("already placed")
+		return false, "already placed", nil
 	}
 	tpl, err := TemplateOf(ctx, h.cache, pod)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+		return false, "", err
 	}
 	var self client.Object
 	if tpl.Kind == "Pod" {
 		if ref := metav1.GetControllerOf(pod); ref != nil {
 			// A DaemonSet's pod, or one of a controller flotilla does not
 			// know: no policy places it (docs/policies.md).
-			return admission.Allowed(fmt.Sprintf("a pod of %s %s, which flotilla does not place", ref.Kind, ref.Name))
+			return false, fmt.Sprintf("a pod of %s %s, which flotilla does not place", ref.Kind, ref.Name), nil
 		}
 		self = pod // a bare pod being created is not in the cache yet
 	}
 	pl, err := h.placer.placementOf(ctx, tpl, self)
 	switch {
 	case errors.Is(err, errNotSelected):
-		return admission.Allowed("no policy selects " + tpl.String())
+		return false, "no policy selects " + tpl.String(), nil
 	case errors.As(err, new(*propagation.Unschedulable)):
 		// Left without the virtual-node toleration: it waits Pending, and
 		// the controller reports why on the template.
-		return admission.Allowed(tpl.String() + " cannot be placed: " + err.Error())
+		return false, tpl.String() + " cannot be placed: " + err.Error(), nil
 	case err != nil:
-		return admission.Errored(http.StatusInternalServerError, err)
+		return false, "", err
 	}
 	p := podPlacement{policy: pl.policy, template: string(tpl.UID), tolerations: pl.tolerations}
 	switch {
@@ -82,7 +125,7 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 		}
 		live, seen, err := h.placer.liveCounts(ctx, tpl)
 		if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+			return false, "", err
 		}
 		p.assignmentID = rand.String(10)
 		var rank int32
@@ -94,7 +137,7 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 		// Duplicated, a derived workload's pod: its cluster, while that
 		// is still chosen (the controller deletes the workload if not).
 		if pl.decision.Replicas(tpl.DerivedCluster) == 0 {
-			return admission.Allowed(tpl.String() + " no longer runs in cluster " + tpl.DerivedCluster)
+			return false, tpl.String() + " no longer runs in cluster " + tpl.DerivedCluster, nil
 		}
 		p.clusters = []string{tpl.DerivedCluster}
 	default:
@@ -103,12 +146,8 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 		p.clusters = pl.clusters()[:1]
 	}
 	place(pod, p)
-	out, err := json.Marshal(pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("template", tpl.String()), attribute.String("policy", pl.policy))
 	h.log.WithField("pod", pod.Namespace+"/"+pod.GenerateName+pod.Name).WithField("template", tpl.String()).
 		WithField("cluster", p.assigned).WithField("policy", pl.policy).Debug("pod placed")
-	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+	return true, "", nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -73,6 +74,21 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 	m.Annotations[wellknown.HostNameAnnotation] = host.Name
 
 	s := &m.Spec
+	// Placement may have replaced the pod's node constraints, in the
+	// host, by the clusters that can run it; the member gets the pod's own.
+	if mc, ok, err := fit.MemberConstraintsOf(host); err == nil && ok {
+		s.NodeSelector = mc.NodeSelector
+		if mc.Required != nil || (s.Affinity != nil && s.Affinity.NodeAffinity != nil) {
+			if s.Affinity == nil {
+				s.Affinity = &corev1.Affinity{}
+			}
+			if s.Affinity.NodeAffinity == nil {
+				s.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+			}
+			s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = mc.Required
+		}
+		delete(m.Annotations, wellknown.MemberConstraintsAnnotation)
+	}
 	s.NodeName = ""
 	s.Priority = nil
 	s.PreemptionPolicy = nil

@@ -319,3 +319,28 @@ func TestStatusMatters(t *testing.T) {
 		})
 	}
 }
+
+// TestToMemberRestoresTheMembersConstraints: a pod whose node constraints
+// placement replaced in the host (by "the clusters where a disk=ssd node
+// is") reaches the member with its own selector, to find that node.
+func TestToMemberRestoresTheMembersConstraints(t *testing.T) {
+	host := hostPod()
+	host.Spec.NodeSelector = nil
+	host.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}, {Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpDoesNotExist}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"beijing"}}}},
+		},
+	}}}
+	host.Annotations = map[string]string{wellknown.MemberConstraintsAnnotation: `{"nodeSelector":{"disk":"ssd"}}`}
+	m := ToMember(host, Target{Cluster: "beijing", Namespace: "shop"})
+	if got := m.Spec.NodeSelector; len(got) != 1 || got["disk"] != "ssd" {
+		t.Errorf("member nodeSelector = %v, want disk=ssd", got)
+	}
+	if m.Spec.Affinity != nil && m.Spec.Affinity.NodeAffinity != nil {
+		t.Errorf("member node affinity = %+v, want none (the pod had none of its own)", m.Spec.Affinity.NodeAffinity)
+	}
+	if _, ok := m.Annotations[wellknown.MemberConstraintsAnnotation]; ok {
+		t.Error("the member pod carries the host's bookkeeping annotation")
+	}
+}

@@ -55,6 +55,7 @@ type options struct {
 	logLevel        string
 	logFormat       string
 	rebalance       time.Duration
+	refusalCooldown time.Duration
 	tracingEndpoint string
 	tracingSampling float64
 }
@@ -84,6 +85,7 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's own)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "address of the /metrics endpoint; 0 disables it")
 	fs.StringVar(&o.probeAddress, "health-probe-bind-address", "0", "address of /healthz and /readyz; 0 disables them")
+	fs.DurationVar(&o.refusalCooldown, "refusal-cooldown", 2*time.Minute, "how long a cluster whose member handed back a pod it could not schedule gets no pod of the same controller")
 	fs.DurationVar(&o.rebalance, "rebalance-interval", 10*time.Second, "least time between two evictions that move one workload's replicas toward its placement (after a policy change or a cluster loss); PodDisruptionBudgets are honoured")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -166,7 +168,7 @@ func run() error {
 		defer cancel()
 		_ = shutdownTracing(ctx)
 	}()
-	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance}); err != nil {
+	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance, RefusalCooldown: o.refusalCooldown}); err != nil {
 		return err
 	}
 	if rotator != nil {

@@ -1,0 +1,140 @@
+package policyctl
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Events about where a pod can run.
+const (
+	// EventNoClusterFits: the pod waits in the host because no cluster
+	// can run it; the message names each cluster's answer.
+	EventNoClusterFits = "NoClusterFits"
+	// EventClusterFits: a cluster can now run a pod that waited.
+	EventClusterFits = "ClusterFits"
+	// EventPlacedElsewhere: a pod went to another cluster than the one
+	// that handed back its predecessor.
+	EventPlacedElsewhere = "PlacedElsewhere"
+	// EventLeftOut: a pod was bound after placement left out clusters
+	// that could not run it; the message names them and why.
+	EventLeftOut = "ClustersLeftOut"
+)
+
+// gatedIndex indexes the pods held by the fit gate.
+const gatedIndex = "flotilla.io/fit-gated"
+
+// fitGate releases the pods the fit gate holds once a cluster can run
+// them, and until then keeps on each the answer of every cluster (an
+// Event and FitVerdictAnnotation) so that `kubectl describe pod` says why
+// it waits. It is level-based: every change of a virtual node (its model)
+// checks every held pod again.
+type fitGate struct {
+	client   ctrl.Client
+	fitter   *fitter
+	recorder events.EventRecorder
+	// recheck is how soon a held pod is checked again without a node
+	// change: a refusal's cooldown ends without one.
+	recheck time.Duration
+	// leading reports whether this replica leads; only the leader
+	// reports bindings, so a pair does not say everything twice. Nil
+	// means it does.
+	leading func() bool
+}
+
+// Reconcile checks one held pod.
+func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pod := &corev1.Pod{}
+	if err := g.client.Get(ctx, req.NamespacedName, pod); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	if !gated(pod) || pod.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	f, err := g.fitter.evaluate(ctx, pod)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	fits := f.fits
+	if len(fits) == 0 && f.grow != "" {
+		fits = []string{f.grow}
+	}
+	if len(fits) == 0 {
+		msg := f.verdict()
+		if len(f.candidates) == 0 {
+			msg = "no cluster's taints are tolerated by this pod"
+		}
+		if pod.Annotations[FitVerdictAnnotation] != msg {
+			next := pod.DeepCopy()
+			setAnnotation(next, FitVerdictAnnotation, msg)
+			if err := g.client.Update(ctx, next); err != nil {
+				return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+			}
+			g.recorder.Eventf(next, nil, corev1.EventTypeWarning, EventNoClusterFits, "Place", "waiting in the host: %s", msg)
+		}
+		return reconcile.Result{RequeueAfter: g.recheck}, nil
+	}
+	next := pod.DeepCopy()
+	release(next, fits)
+	if err := g.client.Update(ctx, next); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{Requeue: true}, nil
+		}
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
+	return reconcile.Result{}, nil
+}
+
+// heldPods lists the pods the gate holds, for a virtual node's change.
+func (g *fitGate) heldPods(ctx context.Context) []reconcile.Request {
+	var pods corev1.PodList
+	if err := g.client.List(ctx, &pods, ctrl.MatchingFields{gatedIndex: "true"}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(pods.Items))
+	for i := range pods.Items {
+		out = append(out, reconcile.Request{NamespacedName: ctrl.ObjectKeyFromObject(&pods.Items[i])})
+	}
+	return out
+}
+
+// observe follows host pods for what flotilla-node and the scheduler did
+// with them: a pod a member handed back (status reason
+// MemberUnschedulable) keeps its controller's next pods off that cluster
+// for a while; a pod that was kept off a cluster for that reason says
+// where it went once bound.
+func (g *fitGate) observe(old, cur *corev1.Pod) {
+	if cur.Status.Phase == corev1.PodFailed && cur.Status.Reason == wellknown.ReasonMemberUnschedulable &&
+		(old == nil || old.Status.Reason != wellknown.ReasonMemberUnschedulable) && cur.Spec.NodeName != "" {
+		g.fitter.refusals.record(controllerUID(cur), cur.Spec.NodeName, cur.Status.Message)
+	}
+	if old != nil && old.Spec.NodeName == "" && cur.Spec.NodeName != "" && !podstate.Terminal(cur) && (g.leading == nil || g.leading()) {
+		// Bound: say which clusters were left out, and why, where the
+		// user looks (kubectl describe pod).
+		if v := cur.Annotations[FitVerdictAnnotation]; v != "" {
+			reason := EventLeftOut
+			if strings.Contains(v, "handed back") {
+				reason = EventPlacedElsewhere
+			}
+			g.recorder.Eventf(cur, nil, corev1.EventTypeNormal, reason, "Place", "placed in %s; %s", cur.Spec.NodeName, v)
+		}
+	}
+}
+
+// gatedValue is the value of gatedIndex for a pod.
+func gatedValue(o ctrl.Object) []string {
+	if p, ok := o.(*corev1.Pod); ok && gated(p) {
+		return []string{"true"}
+	}
+	return nil
+}

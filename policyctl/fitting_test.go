@@ -1,0 +1,337 @@
+package policyctl
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/sirupsen/logrus"
+
+	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// memberNode is a member node with cpu cores and labels.
+func memberNode(name string, cpu int64, labels map[string]string, extra corev1.ResourceList) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	n.Status.Allocatable = corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
+		corev1.ResourceMemory: resource.MustParse("128Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	for k, v := range extra {
+		n.Status.Allocatable[k] = v
+	}
+	return n
+}
+
+// usingCPU is a member pod bound to node using cpu.
+func usingCPU(node, cpu string) *corev1.Pod {
+	return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+}
+
+// modelled is a tainted virtual node publishing the model of nodes and pods.
+func modelled(name string, nodes []*corev1.Node, pods []*corev1.Pod) *corev1.Node {
+	n := virtualNode(name)
+	n.ResourceVersion = "1"
+	n.Spec.Taints = []corev1.Taint{{Key: wellknown.ProviderTaintKey, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}}
+	n.Annotations = map[string]string{wellknown.FitModelAnnotation: fit.Build(nodes, pods, nil).Encode()}
+	return n
+}
+
+// fleetOfThree: beijing's two 32-cpu nodes have 12 free each (24 in sum),
+// hangzhou has one 64-cpu node with disk=ssd, shenzhen one 64-cpu node.
+func fleetOfThree() []client.Object {
+	return []client.Object{
+		modelled("beijing", []*corev1.Node{memberNode("bj-1", 32, nil, nil), memberNode("bj-2", 32, nil, nil)}, []*corev1.Pod{usingCPU("bj-1", "20"), usingCPU("bj-2", "20")}),
+		modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, nil),
+		modelled("shenzhen", []*corev1.Node{memberNode("sz-1", 64, nil, nil)}, nil),
+	}
+}
+
+type podOption func(*corev1.Pod)
+
+func requestsCPU(cpu string) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+	}
+}
+
+func nodeSelector(k, v string) podOption {
+	return func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{k: v} }
+}
+
+func prefers(cluster string) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster}}}},
+		}}}}
+	}
+}
+
+func ofReplicaSet(uid string) podOption {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: types.UID(uid), Controller: ptr.To(true)}}
+	}
+}
+
+func tolerating() podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpExists})
+	}
+}
+
+func newPod(opts ...podOption) *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "shop"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+// admit sends pod through the pod webhook with objs in the cache, and
+// returns the pod as admitted.
+func admit(t testing.TB, h *PodPlacer, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: pod.Namespace, Object: runtime.RawExtension{Raw: raw},
+	}})
+	if !resp.Allowed {
+		t.Fatalf("pod refused: %v", resp.Result)
+	}
+	out, err := patched(raw, resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func fitWebhook(t testing.TB, objs ...client.Object) (*PodPlacer, *fitter) {
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, gatedIndex, gatedValue).
+		Build()
+	f := newFitter(c, clocktesting.NewFakeClock(time.Now()), time.Minute)
+	return &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())), fitter: f,
+		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}, f
+}
+
+// hostCanBind reports, per cluster, whether the admitted pod's required
+// node constraints let the host scheduler bind it there.
+func hostCanBind(t *testing.T, pod *corev1.Pod, objs []client.Object) []string {
+	t.Helper()
+	var out []string
+	for _, o := range objs {
+		n := o.(*corev1.Node)
+		ok, err := nodeAffinityMatches(pod, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+func TestAdmissionPlacesPodsWhereTheyFit(t *testing.T) {
+	for name, tc := range map[string]struct {
+		pod      *corev1.Pod
+		bindable []string
+		gated    bool
+		verdict  string
+		// member is the node selector the member gets, when placement
+		// moved it out of the host's view.
+		member map[string]string
+	}{
+		"fits everywhere: unchanged": {pod: newPod(tolerating(), requestsCPU("8")), bindable: []string{"beijing", "hangzhou", "shenzhen"}},
+		"fragmented beijing is left out, whatever the pod prefers": {pod: newPod(tolerating(), requestsCPU("20"), prefers("beijing")),
+			bindable: []string{"hangzhou", "shenzhen"}, verdict: "2/3 clusters can run this pod: beijing: no node with 20 cpu free (largest 12)"},
+		"a label one member node carries": {pod: newPod(tolerating(), nodeSelector("disk", "ssd")), bindable: []string{"hangzhou"},
+			member: map[string]string{"disk": "ssd"}, verdict: "1/3 clusters can run this pod: beijing: no node matches disk=ssd; shenzhen: no node matches disk=ssd"},
+		"nowhere: held in the host (the gate says why)": {pod: newPod(tolerating(), requestsCPU("100")), gated: true},
+		"not for virtual nodes: untouched":              {pod: newPod(requestsCPU("100"))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := fleetOfThree()
+			h, _ := fitWebhook(t, objs...)
+			got := admit(t, h, tc.pod)
+			if gated(got) != tc.gated {
+				t.Errorf("gated = %v, want %v", gated(got), tc.gated)
+			}
+			if !tc.gated {
+				if b := hostCanBind(t, got, objs); !slices.Equal(b, tc.bindable) && !(len(tc.bindable) == 0 && len(tc.pod.Spec.Tolerations) == 0) {
+					t.Errorf("the host may bind it to %v, want %v", b, tc.bindable)
+				}
+			}
+			if v := got.Annotations[FitVerdictAnnotation]; v != tc.verdict {
+				t.Errorf("verdict %q, want %q", v, tc.verdict)
+			}
+			mc, moved, err := fit.MemberConstraintsOf(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.member != nil && (!moved || fmt.Sprint(mc.NodeSelector) != fmt.Sprint(tc.member)) {
+				t.Errorf("member constraints %+v (kept: %v), want node selector %v", mc, moved, tc.member)
+			}
+			if tc.member == nil && moved && !tc.gated {
+				t.Errorf("constraints moved to the member without need: %+v", mc)
+			}
+		})
+	}
+}
+
+// TestHandedBackClusterIsAvoided: after beijing handed back a pod of a
+// ReplicaSet, the next pod of that ReplicaSet goes elsewhere even though
+// beijing's model says it fits; other controllers' pods still may go
+// there, and after the cooldown so may this one's.
+func TestHandedBackClusterIsAvoided(t *testing.T) {
+	objs := fleetOfThree()
+	h, f := fitWebhook(t, objs...)
+	clk := f.clock.(*clocktesting.FakeClock)
+	failed := newPod(ofReplicaSet("rs-1"), tolerating())
+	failed.Spec.NodeName = "shenzhen"
+	g := &fitGate{fitter: f, recorder: events.NewFakeRecorder(10)}
+	g.observe(newPod(), &corev1.Pod{ObjectMeta: failed.ObjectMeta, Spec: failed.Spec, Status: corev1.PodStatus{
+		Phase: corev1.PodFailed, Reason: wellknown.ReasonMemberUnschedulable, Message: "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules"}})
+
+	next := admit(t, h, newPod(ofReplicaSet("rs-1"), tolerating(), requestsCPU("1")))
+	if b := hostCanBind(t, next, objs); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
+		t.Errorf("the replacement may go to %v, want beijing and hangzhou", b)
+	}
+	if v := next.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "shenzhen: handed back a pod of the same controller") || !strings.Contains(v, "anti-affinity") {
+		t.Errorf("verdict %q does not say why shenzhen was avoided", v)
+	}
+	other := admit(t, h, newPod(ofReplicaSet("rs-2"), tolerating(), requestsCPU("1")))
+	if b := hostCanBind(t, other, objs); len(b) != 3 {
+		t.Errorf("another controller's pod may only go to %v", b)
+	}
+	clk.Step(2 * time.Minute)
+	later := admit(t, h, newPod(ofReplicaSet("rs-1"), tolerating(), requestsCPU("1")))
+	if b := hostCanBind(t, later, objs); len(b) != 3 {
+		t.Errorf("after the cooldown, the controller's pods may only go to %v", b)
+	}
+	f.refusals.record("rs-3", "beijing", "x") // expires what is past its cooldown
+	if n := f.refusals.len(); n != 1 {
+		t.Errorf("%d controllers remembered, want 1", n)
+	}
+}
+
+// TestGateReleasesWhenAClusterFits: a pod no cluster can run waits with
+// the clusters' answers on it; once a member frees a node it is released
+// to that cluster only, with a change the API server allows on a gated pod
+// (a requirement added to an existing term).
+func TestGateReleasesWhenAClusterFits(t *testing.T) {
+	objs := fleetOfThree()
+	h, f := fitWebhook(t, objs...)
+	// hangzhou's node, the one with disk=ssd, is busy: 40 cpu used of 64.
+	hz := modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, []*corev1.Pod{usingCPU("hz-1", "40")})
+	hz.ResourceVersion = ""
+	c := f.cache.(client.Client)
+	var cur corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "hangzhou"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = hz.Annotations
+	if err := c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	held := admit(t, h, newPod(tolerating(), requestsCPU("40"), nodeSelector("disk", "ssd")))
+	if !gated(held) {
+		t.Fatalf("a pod that fits nowhere was not held: %+v", held.Spec)
+	}
+	held.Namespace = "shop"
+	if err := c.Create(context.Background(), held); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}
+	if got := g.heldPods(context.Background()); len(got) != 1 {
+		t.Fatalf("held pods %v, want the one", got)
+	}
+	if _, err := g.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, EventNoClusterFits) || !strings.Contains(e, "hangzhou: no node with 40 cpu free (largest 24)") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event says why the pod waits")
+	}
+
+	hz = modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, nil)
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "hangzhou"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = hz.Annotations
+	if err := c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	var released corev1.Pod
+	if err := c.Get(context.Background(), req.NamespacedName, &released); err != nil {
+		t.Fatal(err)
+	}
+	if gated(&released) {
+		t.Fatal("still held after hangzhou's node was freed")
+	}
+	if b := hostCanBind(t, &released, objs); !slices.Equal(b, []string{"hangzhou"}) {
+		t.Errorf("released to %v, want hangzhou", b)
+	}
+	// Only additions: every term the held pod had is still there, each
+	// with what it had.
+	before := held.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	after := released.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(before) != len(after) {
+		t.Fatalf("terms went from %d to %d", len(before), len(after))
+	}
+	for i := range before {
+		if !slices.EqualFunc(before[i].MatchExpressions, after[i].MatchExpressions[:len(before[i].MatchExpressions)], func(a, b corev1.NodeSelectorRequirement) bool {
+			return a.Key == b.Key && a.Operator == b.Operator && slices.Equal(a.Values, b.Values)
+		}) {
+			t.Errorf("term %d changed: %v → %v", i, before[i], after[i])
+		}
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, EventClusterFits) {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event says the pod was released")
+	}
+}
+
+func nodeAffinityMatches(pod *corev1.Pod, n *corev1.Node) (bool, error) {
+	return nodeaffinity.GetRequiredNodeAffinity(pod).Match(n)
+}
