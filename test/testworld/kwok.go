@@ -162,3 +162,27 @@ func nodeReady(n *corev1.Node) bool {
 	}
 	return false
 }
+
+// AddNode adds a fake node to the cluster, as a node autoscaler or an
+// administrator would, and waits until it is Ready.
+func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) error {
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create fake node %s in %s: %w", spec.Name, c.Name, err)
+	}
+	return c.waitFor(ctx, "node "+spec.Name+" to be Ready", func(ctx context.Context) (bool, error) {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, spec.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return nodeReady(n), nil
+	})
+}
+
+// RemoveNode deletes a node AddNode added.
+func (c *Cluster) RemoveNode(ctx context.Context, name string) error {
+	err := c.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete node %s in %s: %w", name, c.Name, err)
+	}
+	return nil
+}
