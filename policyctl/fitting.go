@@ -78,7 +78,8 @@ func (f fitting) verdict() string {
 // evaluate asks every cluster the pod may go to whether it fits.
 func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error) {
 	var nodes corev1.NodeList
-	if err := f.cache.List(ctx, &nodes); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := f.cache.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return fitting{}, fmt.Errorf("list nodes: %w", err)
 	}
 	// A held pod's constraints were moved for the member: judge by those.
