@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -25,6 +26,9 @@ const (
 	// EventPlacedElsewhere: a pod went to another cluster than the one
 	// that handed back its predecessor.
 	EventPlacedElsewhere = "PlacedElsewhere"
+	// EventWaitingForNode: a pod no node fits was sent to a cluster
+	// that can add one.
+	EventWaitingForNode = "WaitingForNode"
 	// EventLeftOut: a pod was bound after placement left out clusters
 	// that could not run it; the message names them and why.
 	EventLeftOut = "ClustersLeftOut"
@@ -85,13 +89,28 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	next := pod.DeepCopy()
 	release(next, fits)
+	if len(f.fits) == 0 {
+		setAnnotation(next, GrowAnnotation, f.grow)
+	}
 	if err := g.client.Update(ctx, next); err != nil {
 		if apierrors.IsConflict(err) {
 			return reconcile.Result{Requeue: true}, nil
 		}
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
-	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
+	if len(f.fits) > 0 {
+		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
+		return reconcile.Result{}, nil
+	}
+	// No node fits yet; cluster f.grow can add one. Its sum may be full,
+	// so bind as a scheduler would, for the pod to wait in the member
+	// where the autoscaler sees it.
+	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: next.Name, Namespace: next.Namespace, UID: next.UID},
+		Target: corev1.ObjectReference{Kind: "Node", Name: f.grow}}
+	if err := g.client.SubResource("binding").Create(ctx, next, binding); err != nil && !apierrors.IsConflict(err) {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventWaitingForNode, "Place", "no node of any cluster fits it now; sent to %s, which can add a node for it: %s", f.grow, f.verdict())
 	return reconcile.Result{}, nil
 }
 

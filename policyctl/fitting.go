@@ -28,6 +28,10 @@ import (
 // free (largest 12)".
 const FitVerdictAnnotation = wellknown.Prefix + "fit-verdict"
 
+// GrowAnnotation on a host pod names the cluster it was sent to so that
+// the cluster's node autoscaler adds a node for it: no node fits it now.
+const GrowAnnotation = wellknown.Prefix + "waiting-for-node"
+
 // fitter checks pods against the fit models the virtual nodes publish.
 type fitter struct {
 	cache    client.Reader
@@ -214,6 +218,13 @@ func applyFit(pod *corev1.Pod, f fitting) bool {
 		}
 	}
 	switch {
+	case len(f.fits) == 0 && f.grow != "":
+		// Its cluster is full: the host scheduler's sum would keep it
+		// out, but it must wait in the member, where the autoscaler
+		// sees it. Bound at creation, as a scheduler would bind it.
+		memberOnly(pod, fits)
+		pod.Spec.NodeName = f.grow
+		setAnnotation(pod, GrowAnnotation, f.grow)
 	case held:
 		memberOnly(pod, nil)
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: wellknown.FitGate})

@@ -335,3 +335,34 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 func nodeAffinityMatches(pod *corev1.Pod, n *corev1.Node) (bool, error) {
 	return nodeaffinity.GetRequiredNodeAffinity(pod).Match(n)
 }
+
+// TestGrowableClusterTakesWhatFitsNowhere: no node fits a 48-cpu pod;
+// hangzhou can add nodes like its 32-cpu one, shenzhen like its 64-cpu one.
+// Every such pod goes to shenzhen, bound at once so that it waits in the
+// member, where the autoscaler sees it, whatever shenzhen's sum says.
+func TestGrowableClusterTakesWhatFitsNowhere(t *testing.T) {
+	grow := func(name string, nodes []*corev1.Node) *corev1.Node {
+		n := virtualNode(name)
+		n.ResourceVersion = "1"
+		n.Annotations = map[string]string{wellknown.FitModelAnnotation: fit.Build(nodes, []*corev1.Pod{usingCPU(nodes[0].Name, "30")}, []fit.NodeShape{}).Encode()}
+		return n
+	}
+	objs := fleetOfThree()
+	objs[1] = grow("hangzhou", []*corev1.Node{memberNode("hz-1", 32, nil, nil)})
+	objs[2] = grow("shenzhen", []*corev1.Node{memberNode("sz-1", 64, nil, nil)})
+	h, _ := fitWebhook(t, objs...)
+	for i := range 3 {
+		got := admit(t, h, newPod(tolerating(), requestsCPU("48")))
+		if got.Spec.NodeName != "shenzhen" || got.Annotations[GrowAnnotation] != "shenzhen" || gated(got) {
+			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want shenzhen, the one whose largest node holds 48 cpu", i, got.Spec.NodeName, got.Annotations[GrowAnnotation], gated(got))
+		}
+	}
+	small := admit(t, h, newPod(tolerating(), requestsCPU("24")))
+	if small.Spec.NodeName != "" {
+		t.Errorf("a pod that fits shenzhen's node now was bound to %s", small.Spec.NodeName)
+	}
+	huge := admit(t, h, newPod(tolerating(), requestsCPU("100")))
+	if huge.Spec.NodeName != "" || !gated(huge) {
+		t.Errorf("a pod no node shape holds went to %q (gated %v), want held", huge.Spec.NodeName, gated(huge))
+	}
+}

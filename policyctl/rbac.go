@@ -21,6 +21,8 @@ package policyctl
 // The fit gate releases the pods it holds by updating them.
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
+// A pod no node fits is bound to a cluster that can add a node for it.
+// +kubebuilder:rbac:groups="",resources=pods/binding,verbs=create
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch;update
 //
 // Its own webhook configurations, by name only (update rights on another
