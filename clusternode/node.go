@@ -49,6 +49,10 @@ type Config struct {
 	// KubeletVersion is shown as the node's version, usually the member's
 	// Kubernetes version.
 	KubeletVersion string
+	// Grow, when not nil, says the cluster's autoscaler can add nodes: of
+	// these shapes, or when empty, like its largest node. The fit model
+	// publishes them.
+	Grow []fit.NodeShape
 }
 
 // DefaultTaints is the taint every virtual node carries unless configured
@@ -99,7 +103,7 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// The sum above is what the host scheduler counts; the model
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
-			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.Build(eligible, snap.Pods, nil).Encode()},
+			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.Build(eligible, snap.Pods, cfg.Grow).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

@@ -49,6 +49,8 @@ type harnessConfig struct {
 	metrics       *Metrics
 	// hostPods, when set, wraps the host pod informer given to the provider.
 	hostPods func(corev1informers.PodInformer) corev1informers.PodInformer
+	// handBackAfter is the provider's HandBackAfter.
+	handBackAfter time.Duration
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -123,6 +125,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		Events:          broadcaster,
 		Overrides:       cfg.overrides,
 		Metrics:         cfg.metrics,
+		HandBackAfter:   cfg.handBackAfter,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,9 @@ type Config struct {
 	Overrides Overrides
 	// Metrics, when set, measures forwarding (see HostPodEvents and PodClient).
 	Metrics *Metrics
+	// HandBackAfter is how long a forwarded pod may stay unschedulable in
+	// the member before it is handed back (handback.go); 0 never.
+	HandBackAfter time.Duration
 }
 
 // env is what the pod lifecycle and the mirrors share: the configuration,
@@ -140,6 +143,9 @@ type Provider struct {
 	// unforwarded holds the keys of the host pods last seen to run without
 	// a member pod (see Backlog).
 	unforwarded sync.Map
+	// handed holds the hand-backs under way (handBack by key); told, the
+	// member's last answer reported on a bare pod left waiting.
+	handed, told sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers

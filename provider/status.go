@@ -65,6 +65,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	}
 	if host == nil {
 		p.seen.Delete(key)
+		p.forgetHandBack(key)
 		p.cfg.Metrics.statusUnchanged(key)
 		return nil
 	}
@@ -74,6 +75,11 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		if podstate.Terminal(host) {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
+		}
+		if host.DeletionTimestamp == nil {
+			if done, err := p.handBackIfStuck(ctx, key, host, member); done || err != nil {
+				return err
+			}
 		}
 		status := HostStatus(host, member)
 		if !StatusMatters(host.Status, status) {
@@ -91,6 +97,10 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		p.seen.Delete(key)
 		p.cfg.Metrics.statusUnchanged(key)
 	default:
+		if p.handedBack(key, host) {
+			p.seen.Delete(key)
+			return nil
+		}
 		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil // not created yet, or created before this process started

@@ -40,6 +40,7 @@ import (
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
@@ -255,6 +256,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 			InternalIP:     cfg.NodeIP,
 			KubeletPort:    vc.KubeletPort,
 			KubeletVersion: cfg.KubeletVersion,
+			Grow:           growShapes(vc.Placement),
 		},
 		Informers:        member,
 		Health:           health,
@@ -293,6 +295,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		Events:          events,
 		Overrides:       ovr,
 		Metrics:         cfg.Metrics,
+		HandBackAfter:   handBackAfter(vc.Placement),
 	})
 	if err != nil {
 		return nil, err
@@ -486,4 +489,31 @@ func (q quietSuccess) AnnotatedEventf(obj runtime.Object, annotations map[string
 	if !quiet(eventType, reason) {
 		q.EventRecorder.AnnotatedEventf(obj, annotations, eventType, reason, messageFmt, args...)
 	}
+}
+
+// growShapes is what the fit model says about growth: nil for a cluster
+// that cannot grow.
+func growShapes(pl *v1alpha1.Placement) []fit.NodeShape {
+	if pl == nil || pl.Growable == nil || !*pl.Growable {
+		return nil
+	}
+	out := []fit.NodeShape{}
+	for _, s := range pl.NodeShapes {
+		out = append(out, fit.NodeShape{Labels: s.Labels, Taints: s.Taints, Allocatable: s.Allocatable})
+	}
+	return out
+}
+
+// handBackAfter is how long a forwarded pod may stay unschedulable in the
+// member: nodeProvisionTimeout where an autoscaler may add a node for it.
+func handBackAfter(pl *v1alpha1.Placement) time.Duration {
+	switch {
+	case pl == nil:
+		return nodeconfig.DefaultHandBackAfter
+	case pl.Growable != nil && *pl.Growable && pl.NodeProvisionTimeout != nil:
+		return pl.NodeProvisionTimeout.Duration
+	case pl.HandBackAfter != nil:
+		return pl.HandBackAfter.Duration
+	}
+	return nodeconfig.DefaultHandBackAfter
 }

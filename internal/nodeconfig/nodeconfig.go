@@ -8,9 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -83,7 +86,48 @@ func Default(cfg *v1alpha1.NodeConfig, clusterName string, basePort int32) {
 		if vc.KubeletPort == 0 {
 			vc.KubeletPort = basePort + int32(i)
 		}
+		vc.Placement = placement(cfg.Placement, vc.Placement)
 	}
+}
+
+// Placement defaults: the member's answer is awaited 30 s before a pod
+// is handed back, and 10 minutes in a cluster whose autoscaler may add a
+// node for it.
+const (
+	DefaultHandBackAfter        = 30 * time.Second
+	DefaultNodeProvisionTimeout = 10 * time.Minute
+)
+
+// placement is own over shared, field by field, with the defaults.
+func placement(shared, own *v1alpha1.Placement) *v1alpha1.Placement {
+	out := &v1alpha1.Placement{}
+	for _, pl := range []*v1alpha1.Placement{shared, own} {
+		if pl == nil {
+			continue
+		}
+		if pl.HandBackAfter != nil {
+			out.HandBackAfter = pl.HandBackAfter.DeepCopy()
+		}
+		if pl.Growable != nil {
+			out.Growable = ptr.To(*pl.Growable)
+		}
+		if pl.NodeProvisionTimeout != nil {
+			out.NodeProvisionTimeout = pl.NodeProvisionTimeout.DeepCopy()
+		}
+		if pl.NodeShapes != nil {
+			out.NodeShapes = slices.Clone(pl.NodeShapes)
+		}
+	}
+	if out.HandBackAfter == nil {
+		out.HandBackAfter = &metav1.Duration{Duration: DefaultHandBackAfter}
+	}
+	if out.Growable == nil {
+		out.Growable = ptr.To(false)
+	}
+	if out.NodeProvisionTimeout == nil {
+		out.NodeProvisionTimeout = &metav1.Duration{Duration: DefaultNodeProvisionTimeout}
+	}
+	return out
 }
 
 // Selector returns the label selector of a validated virtual cluster.

@@ -3,8 +3,11 @@ package nodeconfig
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
@@ -42,6 +45,15 @@ func TestParseAndValidate(t *testing.T) {
 - {name: b, nodeSelector: {matchLabels: {x: "2"}}}
 `, wantErr: []string{"virtualClusters[0].namespaceMapping", "use Suffix"}},
 		"bad name": {yaml: header + "virtualClusters:\n- {name: Beijing_1}\n", wantErr: []string{"virtualClusters[0].name: Invalid value"}},
+		"placement, shared and per cluster": {yaml: header + `placement: {handBackAfter: 5s, growable: true}
+virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}, placement: {growable: false}}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}, placement: {nodeShapes: [{allocatable: {cpu: "64", nvidia.com/gpu: "8"}, labels: {pool: gpu}}]}}
+`},
+		"bad placement": {yaml: header + `placement: {handBackAfter: 0s}
+virtualClusters:
+- {name: a, placement: {nodeProvisionTimeout: -1m, nodeShapes: [{labels: {pool: gpu}}]}}
+`, wantErr: []string{"placement.handBackAfter: Invalid value", "virtualClusters[0].placement.nodeProvisionTimeout: Invalid value", "virtualClusters[0].placement.nodeShapes[0].allocatable: Required value"}},
 		"port clash": {yaml: header + `virtualClusters:
 - {name: a, nodeSelector: {matchLabels: {x: "1"}}, kubeletPort: 10251}
 - {name: b, nodeSelector: {matchLabels: {x: "2"}}}
@@ -75,7 +87,9 @@ func TestParseAndValidate(t *testing.T) {
 func TestDefault(t *testing.T) {
 	whole := &v1alpha1.NodeConfig{}
 	Default(whole, "beijing", 10250)
-	if d := cmp.Diff([]v1alpha1.VirtualCluster{{Name: "beijing", NamespaceMapping: v1alpha1.SameName, KubeletPort: 10250}}, whole.VirtualClusters); d != "" {
+	defaults := &v1alpha1.Placement{HandBackAfter: &metav1.Duration{Duration: DefaultHandBackAfter}, Growable: ptr.To(false),
+		NodeProvisionTimeout: &metav1.Duration{Duration: DefaultNodeProvisionTimeout}}
+	if d := cmp.Diff([]v1alpha1.VirtualCluster{{Name: "beijing", NamespaceMapping: v1alpha1.SameName, KubeletPort: 10250, Placement: defaults}}, whole.VirtualClusters); d != "" {
 		t.Errorf("whole cluster (-want +got):\n%s", d)
 	}
 	cfg, err := Parse([]byte(header + `virtualClusters:
@@ -101,3 +115,24 @@ type labelSet map[string]string
 func (l labelSet) Has(k string) bool              { _, ok := l[k]; return ok }
 func (l labelSet) Get(k string) string            { return l[k] }
 func (l labelSet) Lookup(k string) (string, bool) { v, ok := l[k]; return v, ok }
+
+// TestPlacementPerCluster: a virtual cluster's placement overrides the
+// shared one field by field; what neither says has its default.
+func TestPlacementPerCluster(t *testing.T) {
+	cfg, err := Parse([]byte(header + `placement: {handBackAfter: 5s, growable: true}
+virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}, placement: {growable: false, nodeProvisionTimeout: 1m}}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Default(cfg, "member", 10250)
+	a, b := cfg.VirtualClusters[0].Placement, cfg.VirtualClusters[1].Placement
+	if a.HandBackAfter.Duration != 5*time.Second || *a.Growable || a.NodeProvisionTimeout.Duration != time.Minute {
+		t.Errorf("a: %+v", a)
+	}
+	if b.HandBackAfter.Duration != 5*time.Second || !*b.Growable || b.NodeProvisionTimeout.Duration != DefaultNodeProvisionTimeout {
+		t.Errorf("b: %+v", b)
+	}
+}

@@ -29,6 +29,10 @@ const (
 type NodeConfig struct {
 	metav1.TypeMeta `json:",inline"`
 
+	// Placement holds the placement settings of every virtual cluster;
+	// a virtual cluster's own Placement overrides them field by field.
+	Placement *Placement `json:"placement,omitempty"`
+
 	// VirtualClusters are the label partitions of the member, each
 	// registered as a virtual node of its own. When empty, the whole member
 	// is one virtual node named by --cluster-name.
@@ -58,4 +62,36 @@ type VirtualCluster struct {
 	// KubeletPort is this virtual node's kubelet endpoint port; by default
 	// the ports follow --kubelet-port in the order of the list.
 	KubeletPort int32 `json:"kubeletPort,omitempty"`
+	// Placement overrides the NodeConfig's placement settings for this
+	// virtual cluster.
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// Placement says how placement treats a virtual cluster's pods.
+type Placement struct {
+	// HandBackAfter is how long a forwarded pod may stay unschedulable in
+	// the member before flotilla-node hands it back to the host, so that
+	// its controller makes a replacement that can go elsewhere. Default
+	// 30s.
+	HandBackAfter *metav1.Duration `json:"handBackAfter,omitempty"`
+	// Growable says a node autoscaler adds nodes to this cluster for pods
+	// Pending in it: a pod that fits no node anywhere but fits one this
+	// cluster can add is sent here to wait for it.
+	Growable *bool `json:"growable,omitempty"`
+	// NodeProvisionTimeout replaces HandBackAfter in a growable cluster:
+	// how long a pod waits for a node to be added. Default 10m.
+	NodeProvisionTimeout *metav1.Duration `json:"nodeProvisionTimeout,omitempty"`
+	// NodeShapes are the nodes the autoscaler can add. Empty means nodes
+	// like the cluster's largest.
+	NodeShapes []NodeShape `json:"nodeShapes,omitempty"`
+}
+
+// NodeShape is a kind of node an autoscaler can add.
+type NodeShape struct {
+	// Labels of the node.
+	Labels map[string]string `json:"labels,omitempty"`
+	// Taints of the node.
+	Taints []corev1.Taint `json:"taints,omitempty"`
+	// Allocatable of the node; pods defaults to 110.
+	Allocatable corev1.ResourceList `json:"allocatable"`
 }

@@ -92,7 +92,9 @@ node values. flotilla-node defaults and validates it at start-up.
 {{- end }}
 {{- $vcs = list $vc }}
 {{- end }}
-{{- toYaml (dict "apiVersion" "flotilla.io/v1alpha1" "kind" "NodeConfig" "virtualClusters" $vcs) }}
+{{- $cfg := dict "apiVersion" "flotilla.io/v1alpha1" "kind" "NodeConfig" "virtualClusters" $vcs }}
+{{- with .Values.placement }}{{ $_ := set $cfg "placement" . }}{{ end }}
+{{- toYaml $cfg }}
 {{- end }}
 
 {{/*

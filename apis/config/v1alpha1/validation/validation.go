@@ -60,6 +60,34 @@ func ValidateNodeConfig(cfg *v1alpha1.NodeConfig) field.ErrorList {
 		ports[vc.KubeletPort] = i
 		errs = append(errs, validateLabels(vc.Labels, p.Child("labels"))...)
 		errs = append(errs, validateTaints(vc.Taints, p.Child("taints"))...)
+		errs = append(errs, validatePlacement(vc.Placement, p.Child("placement"))...)
+	}
+	return append(errs, validatePlacement(cfg.Placement, field.NewPath("placement"))...)
+}
+
+// validatePlacement checks one placement block; nil is valid.
+func validatePlacement(pl *v1alpha1.Placement, p *field.Path) field.ErrorList {
+	if pl == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for name, d := range map[string]*metav1.Duration{"handBackAfter": pl.HandBackAfter, "nodeProvisionTimeout": pl.NodeProvisionTimeout} {
+		if d != nil && d.Duration <= 0 {
+			errs = append(errs, field.Invalid(p.Child(name), d.Duration.String(), "must be positive"))
+		}
+	}
+	for i, shape := range pl.NodeShapes {
+		sp := p.Child("nodeShapes").Index(i)
+		if len(shape.Allocatable) == 0 {
+			errs = append(errs, field.Required(sp.Child("allocatable"), "a node shape says what the node offers"))
+		}
+		for name, q := range shape.Allocatable {
+			if q.Sign() < 0 {
+				errs = append(errs, field.Invalid(sp.Child("allocatable").Key(string(name)), q.String(), "must not be negative"))
+			}
+		}
+		errs = append(errs, validateLabels(shape.Labels, sp.Child("labels"))...)
+		errs = append(errs, validateTaints(shape.Taints, sp.Child("taints"))...)
 	}
 	return errs
 }
