@@ -361,19 +361,21 @@ func registerer(reg *prometheus.Registry) prometheus.Registerer {
 }
 
 // loadVirtualClusters returns the virtual nodes to run: those of --config,
-// or the whole member as one, described by the node flags.
+// or the whole member as one, described by the node flags (and by a
+// --config that lists no virtual clusters, only placement).
 func loadVirtualClusters(o *options) ([]v1alpha1.VirtualCluster, error) {
-	if o.configFile != "" && (len(o.nodeLabels) > 0 || o.region != "" || o.zone != "" || o.providerName != "") {
-		return nil, errors.New("--node-labels, --region, --zone and --provider describe a whole-cluster node; with --config set them per virtual cluster")
-	}
-	cfg, err := nodeconfig.Load(o.configFile, o.clusterName, int32(o.listenPort))
+	cfg, whole, err := nodeconfig.Load(o.configFile, o.clusterName, int32(o.listenPort))
 	if err != nil {
 		return nil, err
 	}
-	if o.configFile == "" {
-		vc := &cfg.VirtualClusters[0]
-		vc.Labels, vc.Region, vc.Zone, vc.Provider = o.nodeLabels, o.region, o.zone, o.providerName
+	if !whole {
+		if len(o.nodeLabels) > 0 || o.region != "" || o.zone != "" || o.providerName != "" {
+			return nil, errors.New("--node-labels, --region, --zone and --provider describe a whole-cluster node; with virtualClusters in --config set them per virtual cluster")
+		}
+		return cfg.VirtualClusters, nil
 	}
+	vc := &cfg.VirtualClusters[0]
+	vc.Labels, vc.Region, vc.Zone, vc.Provider = o.nodeLabels, o.region, o.zone, o.providerName
 	return cfg.VirtualClusters, nil
 }
 

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -32,5 +35,30 @@ func TestKubeletWithoutResourceMetrics(t *testing.T) {
 	}
 	if k, err := build(v1alpha1.VirtualCluster{}, p); err == nil {
 		t.Fatalf("kubelet without resource metrics served: %#v", k)
+	}
+}
+
+// TestConfigWithOnlyPlacement: a --config that lists no virtual clusters
+// only tunes placement; the node flags still describe the whole-cluster
+// node. With virtual clusters, the node flags are refused.
+func TestConfigWithOnlyPlacement(t *testing.T) {
+	dir := t.TempDir()
+	only := filepath.Join(dir, "placement.yaml")
+	split := filepath.Join(dir, "split.yaml")
+	if err := os.WriteFile(only, []byte("apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\nplacement: {handBackAfter: 5s, growable: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(split, []byte("apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\nvirtualClusters: [{name: a}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	vcs, err := loadVirtualClusters(&options{configFile: only, clusterName: "shenzhen", listenPort: 10250, providerName: "tencent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vcs) != 1 || vcs[0].Name != "shenzhen" || vcs[0].Provider != "tencent" || !*vcs[0].Placement.Growable || vcs[0].Placement.HandBackAfter.Duration != 5*time.Second {
+		t.Errorf("virtual clusters %+v", vcs)
+	}
+	if _, err := loadVirtualClusters(&options{configFile: split, clusterName: "m", listenPort: 10250, providerName: "tencent"}); err == nil {
+		t.Error("--provider with virtual clusters in --config was accepted")
 	}
 }

@@ -47,7 +47,7 @@ func TestExamplesMatchTheDemo(t *testing.T) {
 		want[w.App] = w
 	}
 
-	cfg, err := nodeconfig.Load(filepath.Join(examples, "kubeedge-nodeconfig.yaml"), edgeMember, 10250)
+	cfg, _, err := nodeconfig.Load(filepath.Join(examples, "kubeedge-nodeconfig.yaml"), edgeMember, 10250)
 	if err != nil {
 		t.Fatal(err)
 	}

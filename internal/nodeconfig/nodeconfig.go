@@ -23,25 +23,28 @@ import (
 
 // Load reads the file at path, or returns the configuration of one whole
 // cluster named clusterName when path is empty, and defaults and validates it.
-func Load(path, clusterName string, basePort int32) (*v1alpha1.NodeConfig, error) {
-	cfg := &v1alpha1.NodeConfig{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.Kind}}
+// whole reports that it lists no virtual clusters: the whole member is
+// one, which flotilla-node's node flags describe.
+func Load(path, clusterName string, basePort int32) (cfg *v1alpha1.NodeConfig, whole bool, err error) {
+	cfg = &v1alpha1.NodeConfig{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion, Kind: v1alpha1.Kind}}
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, false, fmt.Errorf("config %s: %w", path, err)
 		}
 		if cfg, err = Parse(b); err != nil {
-			return nil, fmt.Errorf("config %s: %w", path, err)
+			return nil, false, fmt.Errorf("config %s: %w", path, err)
 		}
 	}
+	whole = len(cfg.VirtualClusters) == 0
 	Default(cfg, clusterName, basePort)
 	if errs := validation.ValidateNodeConfig(cfg); len(errs) > 0 {
 		if path == "" {
-			return nil, errs.ToAggregate()
+			return nil, false, errs.ToAggregate()
 		}
-		return nil, fmt.Errorf("config %s: %w", path, errs.ToAggregate())
+		return nil, false, fmt.Errorf("config %s: %w", path, errs.ToAggregate())
 	}
-	return cfg, nil
+	return cfg, whole, nil
 }
 
 // Parse decodes a NodeConfig strictly: unknown or duplicated fields are errors.
