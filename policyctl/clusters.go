@@ -5,7 +5,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
@@ -20,12 +22,19 @@ func isVirtualNode(node *corev1.Node) bool {
 // other than the virtual-node taint (placed pods always tolerate that),
 // whether new replicas may go there (Ready and not cordoned), and what is
 // left of their allocatable after the pods bound to them — except the
-// pods of template own, whose replicas are being placed again.
-func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID) []propagation.Cluster {
+// pods of template own, whose replicas are being placed again — and, from
+// the fit model each publishes, how many replicas of pod spec its member
+// nodes can hold.
+func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID, spec *corev1.PodSpec) []propagation.Cluster {
 	used := map[string]corev1.ResourceList{}
+	ownBound := map[string]int64{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || podstate.Leaving(p) || (own != "" && types.UID(p.Annotations[TemplateAnnotation]) == own) {
+		if p.Spec.NodeName == "" || podstate.Leaving(p) {
+			continue
+		}
+		if own != "" && types.UID(p.Annotations[TemplateAnnotation]) == own {
+			ownBound[p.Spec.NodeName]++
 			continue
 		}
 		r := used[p.Spec.NodeName]
@@ -56,6 +65,15 @@ func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID) []propa
 				q = resource.Quantity{}
 			}
 			c.Available[name] = q
+		}
+		if spec != nil {
+			// The model counts the workload's own replicas where they
+			// run; each can take its place again.
+			if fc, err := fit.NewCluster(n); err == nil {
+				if holds, known := fc.Replicas(fit.DemandOf(&corev1.Pod{Spec: *spec})); known {
+					c.Holds = ptr.To(holds + ownBound[n.Name])
+				}
+			}
 		}
 		out = append(out, c)
 	}

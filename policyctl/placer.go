@@ -143,7 +143,7 @@ func (p *placer) placementOf(ctx context.Context, tpl Template, obj client.Objec
 		}
 		pods = append(pods, bound.Items...)
 	}
-	clusters := clusterViews(nodes.Items, pods, tpl.UID)
+	clusters := clusterViews(nodes.Items, pods, tpl.UID, spec)
 	d, err := propagation.Place(&c.spec.Placement, clusters, propagation.Workload{Replicas: replicas, Request: request})
 	if err != nil && !errors.As(err, new(*propagation.Unschedulable)) {
 		return nil, err

@@ -123,7 +123,11 @@ func placeTerm(p *v1alpha1.Placement, s strategy, a *v1alpha1.ClusterAffinity, c
 			excluded = append(excluded, fmt.Sprintf("cluster %s: untolerated taint %s", c.Name, t.ToString()))
 			continue
 		}
-		cands = append(cands, candidate{Cluster: c, cap: capacity(c.Available, req)})
+		cap := capacity(c.Available, req)
+		if c.Holds != nil {
+			cap = min(cap, *c.Holds)
+		}
+		cands = append(cands, candidate{Cluster: c, cap: cap})
 	}
 	if matched == 0 {
 		if len(clusters) == 0 {

@@ -2,6 +2,7 @@ package propagation
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -400,5 +401,43 @@ func TestPlace(t *testing.T) {
 				t.Errorf("Place() (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestHoldsCapsCapacity: a cluster whose free sum holds replicas but whose
+// nodes hold fewer (Holds, from the fit model) weighs what its nodes hold,
+// under dynamic weights and Aggregated alike, and clusterAffinities fall
+// back past it.
+func TestHoldsCapsCapacity(t *testing.T) {
+	holds := func(c *clusterWrapper, n int64) Cluster {
+		c.Holds = &n
+		return c.obj()
+	}
+	// The sums say 1 cpu each: 10 replicas of 100m in either. Beijing's
+	// nodes hold none of them, hangzhou's ten.
+	clusters := []Cluster{holds(makeCluster("beijing"), 0), holds(makeCluster("hangzhou"), 10)}
+	for name, p := range map[string]*placementWrapper{"dynamic": makePlacement().dynamic(), "aggregated": makePlacement().divided(aggregated)} {
+		d, err := Place(p.obj(), clusters, workload(6))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := d.Replicas("beijing"); got != 0 {
+			t.Errorf("%s: beijing gets %d replicas its nodes cannot hold (%+v)", name, got, d.Targets)
+		}
+		if got := d.Replicas("hangzhou"); got != 6 {
+			t.Errorf("%s: hangzhou gets %d of 6", name, got)
+		}
+	}
+	// clusterAffinities: the first term's beijing holds none of them, so
+	// the fallback term places them.
+	d, err := Place(makePlacement().dynamic().affinities(term("primary", names("beijing")), term("backup", names("hangzhou"))).obj(), clusters, workload(6))
+	if err != nil {
+		t.Fatalf("affinities: %v", err)
+	}
+	if got := d.Replicas("hangzhou"); got != 6 {
+		t.Errorf("affinities: hangzhou gets %d of 6 (%+v)", got, d.Targets)
+	}
+	if _, err := Place(makePlacement().dynamic().obj(), clusters, workload(11)); err == nil || !strings.Contains(err.Error(), "10 of 11") {
+		t.Errorf("11 replicas where nodes hold 10: %v", err)
 	}
 }

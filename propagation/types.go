@@ -29,6 +29,12 @@ type Cluster struct {
 	// where they run. It includes "pods"; a resource the workload requests
 	// that is missing here counts as zero, as the kube-scheduler sees it.
 	Available corev1.ResourceList
+	// Holds, when set, is how many replicas of the workload the cluster's
+	// member nodes can hold, node by node (its own replicas there
+	// included): a sum of free resources is not a node, and ten 4-cpu
+	// nodes hold no 6-cpu replica. Capacity is the smaller of Holds and
+	// what Available gives.
+	Holds *int64
 }
 
 // Workload is the template being placed.

@@ -260,3 +260,67 @@ func TestLabelOnlyOneMemberNodeHas(t *testing.T) {
 		t.Errorf("the member pod's node selector is %v, want disk=ssd", member.Spec.NodeSelector)
 	}
 }
+
+// TestPoliciesCountReplicasThatFit: dynamic weights and Aggregated divide
+// by the replicas the member nodes really hold, not by free sums. Each
+// replica asks 6 cpu of nodes with 32.
+func TestPoliciesCountReplicasThatFit(t *testing.T) {
+	startPolicy(t)
+	policy := func(division string) string {
+		return `
+apiVersion: policy.flotilla.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: by-capacity
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: six}
+  placement:
+    clusterAffinity: {clusterNames: [beijing, hangzhou]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+` + division
+	}
+	six := func(ns string, replicas int32) *appsv1.Deployment {
+		d := plainDeployment(ns, "six", replicas)
+		d.Spec.Template.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = mustQuantity("6")
+		return d
+	}
+	t.Run("dynamic weights", func(t *testing.T) {
+		// beijing: 5 cpu free on each node, 10 in sum: the sum says one
+		// replica, the nodes none. hangzhou's nodes hold ten.
+		ns := namespace(t)
+		fill(t, "beijing", "27", "beijing-node-1", "beijing-node-2")
+		waitModel(t, "beijing", "no node with 6 cpu free", func(c *fit.Cluster) bool {
+			n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
+			return known && n == 0
+		})
+		// An earlier test's pods may still be leaving hangzhou.
+		waitModel(t, "hangzhou", "nodes that hold ten", func(c *fit.Cluster) bool {
+			n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
+			return known && n >= 10
+		})
+		applyYAML(t, ns, policy(`      replicaDivisionPreference: Weighted
+      weightPreference: {dynamicWeight: AvailableReplicas}
+`))
+		create(t, hostClient().AppsV1().Deployments(ns).Create, six(ns, 10))
+		waitSplit(t, ns, "six", map[string]int{"hangzhou": 10})
+	})
+	t.Run("aggregated", func(t *testing.T) {
+		// The sums tie at six replicas each, so by name beijing would be
+		// filled first; its nodes hold five (0 + 5), hangzhou's six (1 + 5).
+		ns := namespace(t)
+		fill(t, "beijing", "27", "beijing-node-1")
+		fill(t, "hangzhou", "26", "hangzhou-node-1")
+		for cluster, want := range map[string]int64{"beijing": 5, "hangzhou": 6} {
+			waitModel(t, cluster, fmt.Sprintf("nodes that hold %d replicas", want), func(c *fit.Cluster) bool {
+				n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
+				return known && n == want
+			})
+		}
+		applyYAML(t, ns, policy(`      replicaDivisionPreference: Aggregated
+`))
+		create(t, hostClient().AppsV1().Deployments(ns).Create, six(ns, 6))
+		waitSplit(t, ns, "six", map[string]int{"hangzhou": 6})
+	})
+}
