@@ -36,7 +36,11 @@ type move struct {
 // nextMove picks the pod to evict so that the template's replicas approach
 // the decision, or nil when none should move now. A pod in a cluster the
 // decision no longer chooses moves first, whatever the state of the
-// others. Otherwise a Divided template rebalances only when it is steady —
+// others, unless a Divided template runs more pods than its replicas: its
+// controller is scaling down, deleting by pod-deletion-cost the pods the
+// decision no longer wants (a cluster whose share fell to zero among
+// them), and an eviction now would only make it create one more.
+// Otherwise a Divided template rebalances only when it is steady —
 // exactly its replicas, all Ready — and some cluster is below its target
 // while another is above: then the pod of the most surplus cluster that a
 // scale-down would delete first (lowest pod-deletion-cost) moves.
@@ -46,6 +50,10 @@ func nextMove(d propagation.Decision, replicas int32, pods []*corev1.Pod) *move 
 		if d.Mode != policyv1alpha1.ReplicaSchedulingTypeDivided || t.Replicas > 0 {
 			chosen[t.Cluster] = true
 		}
+	}
+	divided := d.Mode == policyv1alpha1.ReplicaSchedulingTypeDivided
+	if divided && int32(len(pods)) > replicas {
+		return nil
 	}
 	counts := map[string]int32{}
 	ready := 0
@@ -59,7 +67,7 @@ func nextMove(d propagation.Decision, replicas int32, pods []*corev1.Pod) *move 
 			ready++
 		}
 	}
-	if d.Mode != policyv1alpha1.ReplicaSchedulingTypeDivided || int32(len(pods)) != replicas || ready != len(pods) {
+	if !divided || int32(len(pods)) != replicas || ready != len(pods) {
 		return nil
 	}
 	var over, under string

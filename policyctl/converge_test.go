@@ -48,6 +48,12 @@ func TestNextMove(t *testing.T) {
 			runningPod("a1", "a", true, -1, 1), runningPod("a2", "a", true, -1, 1), runningPod("b1", "b", true, -1, 2), runningPod("b2", "b", true, -3, 3)}, ""},
 		"a cluster no longer chosen empties even while not steady": {twoOne, 3, []*corev1.Pod{
 			runningPod("a1", "a", false, -1, 1), runningPod("c1", "c", false, -1, 2)}, "c1"},
+		"scaling down to a cluster's share of zero: its controller deletes, nothing is evicted": {
+			divided(propagation.Target{Cluster: "a", Replicas: 1}, propagation.Target{Cluster: "b", Replicas: 0}), 1, []*corev1.Pod{
+				runningPod("a1", "a", true, -1, 1), runningPod("b1", "b", true, -2, 2), runningPod("a2", "a", true, -3, 3)}, ""},
+		"a share of zero left over once steady moves": {
+			divided(propagation.Target{Cluster: "a", Replicas: 1}, propagation.Target{Cluster: "b", Replicas: 0}), 1, []*corev1.Pod{
+				runningPod("b1", "b", true, -2, 2)}, "b1"},
 		"Duplicated: only misplaced pods move": {propagation.Decision{Mode: policyv1alpha1.ReplicaSchedulingTypeDuplicated,
 			Targets: []propagation.Target{{Cluster: "a", Replicas: 2}}}, 0, []*corev1.Pod{
 			runningPod("a1", "a", true, 0, 1), runningPod("b1", "b", true, 0, 2)}, "b1"},

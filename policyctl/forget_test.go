@@ -74,7 +74,7 @@ func TestTemplateChurnLeavesNoState(t *testing.T) {
 			t.Fatalf("place %s: %v", tpl, err)
 		}
 		rb.last[tpl.UID] = clock.Now()
-		lg.reserve(tpl.UID, "a-"+string(tpl.UID), nil, nil, to("beijing"))
+		lg.reserve(tpl.UID, "a-"+string(tpl.UID), liveView{}, to("beijing"), byRank)
 	}
 	if len(pl.decisions) != n || len(rb.last) != n || len(lg.pending) != n {
 		t.Fatalf("after placing: %d decisions, %d evictions, %d ledger entries; want %d each", len(pl.decisions), len(rb.last), len(lg.pending), n)

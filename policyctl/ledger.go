@@ -26,50 +26,98 @@ type ledger struct {
 
 type assignment struct {
 	cluster string
+	cost    int32
 	expires time.Time
+}
+
+// liveView is what the pod cache shows of a template's pods that are not
+// finished or being deleted.
+type liveView struct {
+	counts map[string]int32 // per cluster
+	// seen holds the assignment IDs of the cached pods.
+	seen map[string]bool
+	// costs holds the pod-deletion-costs the pods have, per cluster.
+	costs map[string]map[int32]bool
 }
 
 func newLedger(c clock.PassiveClock) *ledger {
 	return &ledger{clock: c, pending: map[types.UID]map[string]assignment{}}
 }
 
-// reserve picks the cluster of a pod being admitted and records it, in one
-// step: pick sees the template's counts (live, the template's pods per
-// cluster as the cache shows them, plus the assignments the cache has not
-// shown yet; seen holds the assignment IDs of the cached pods, whose
-// entries are dropped). It returns the cluster and the pod's rank there (1
-// for the cluster's first replica). Admissions run concurrently: counted
-// and recorded apart, two of them would see the same counts, land in the
-// same cluster and get the same rank, so the same pod-deletion-cost.
-func (l *ledger) reserve(template types.UID, id string, live map[string]int32, seen map[string]bool, pick func(map[string]int32) string) (string, int32) {
+// reserve picks the cluster of a pod being admitted and its
+// pod-deletion-cost there, and records them, in one step. pick sees the
+// template's counts: the live pods per cluster plus the assignments the
+// cache has not shown yet (those of cached pods are dropped). The cost is
+// costAt(cluster, rank) for the lowest rank whose cost neither a live pod
+// of that cluster nor a pending assignment holds: the cluster's next rank
+// when its pods are ranks 1..n, and the rank of a replica that went (a pod
+// deleted or evicted out of turn) when there is a gap, so no two pods of a
+// cluster share a cost and a scale-down deletes in the decision's order.
+// Admissions run concurrently: counted and recorded apart, two of them
+// would see the same counts, land in the same cluster and get the same
+// cost.
+func (l *ledger) reserve(template types.UID, id string, live liveView, pick func(map[string]int32) string, costAt func(cluster string, rank int32) int32) (string, int32) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	counts := l.countsLocked(template, live, seen)
+	counts := l.countsLocked(template, live)
 	c := pick(counts)
+	taken := map[int32]bool{}
+	for cost := range live.costs[c] {
+		taken[cost] = true
+	}
 	m := l.pending[template]
+	for _, a := range m {
+		if a.cluster == c {
+			taken[a.cost] = true
+		}
+	}
+	// counts[c] pods hold at most counts[c] costs: one of the first
+	// counts[c]+1 ranks is free, unless costs saturate.
+	var cost int32
+	for rank := int32(1); rank <= counts[c]+1; rank++ {
+		if cost = costAt(c, rank); !taken[cost] {
+			break
+		}
+	}
 	if m == nil {
 		m = map[string]assignment{}
 		l.pending[template] = m
 	}
-	m[id] = assignment{cluster: c, expires: l.clock.Now().Add(ledgerTTL)}
-	return c, counts[c] + 1
+	m[id] = assignment{cluster: c, cost: cost, expires: l.clock.Now().Add(ledgerTTL)}
+	return c, cost
+}
+
+// arrived drops the assignment of a pod the cache now shows. Without it an
+// assignment whose pod came and went before the template's next admission
+// (a burst scaled down at once) would stay counted until ledgerTTL, and the
+// next replicas would go elsewhere and get ranks, so deletion costs, that
+// do not follow the decision.
+func (l *ledger) arrived(template types.UID, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.pending[template]; m != nil {
+		delete(m, id)
+		if len(m) == 0 {
+			delete(l.pending, template)
+		}
+	}
 }
 
 // counts is what reserve's pick sees, for a caller that records nothing.
-func (l *ledger) counts(template types.UID, live map[string]int32, seen map[string]bool) map[string]int32 {
+func (l *ledger) counts(template types.UID, live liveView) map[string]int32 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.countsLocked(template, live, seen)
+	return l.countsLocked(template, live)
 }
 
-func (l *ledger) countsLocked(template types.UID, live map[string]int32, seen map[string]bool) map[string]int32 {
-	out := make(map[string]int32, len(live))
-	for c, n := range live {
+func (l *ledger) countsLocked(template types.UID, live liveView) map[string]int32 {
+	out := make(map[string]int32, len(live.counts))
+	for c, n := range live.counts {
 		out[c] = n
 	}
 	now := l.clock.Now()
 	for id, a := range l.pending[template] {
-		if seen[id] || now.After(a.expires) {
+		if live.seen[id] || now.After(a.expires) {
 			delete(l.pending[template], id)
 			continue
 		}

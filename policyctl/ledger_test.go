@@ -16,6 +16,9 @@ import (
 	"flotilla.io/flotilla/propagation"
 )
 
+// byRank is a cost that falls as the rank grows, whatever the cluster.
+func byRank(_ string, rank int32) int32 { return -rank }
+
 // to picks cluster whatever the counts.
 func to(cluster string) func(map[string]int32) string {
 	return func(map[string]int32) string { return cluster }
@@ -24,19 +27,19 @@ func to(cluster string) func(map[string]int32) string {
 func TestLedger(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(1e9, 0))
 	l := newLedger(clock)
-	l.reserve("tpl", "a", nil, nil, to("beijing"))
-	l.reserve("tpl", "b", nil, nil, to("beijing"))
-	l.reserve("tpl", "c", nil, nil, to("hangzhou"))
-	l.reserve("other", "d", nil, nil, to("hangzhou"))
+	l.reserve("tpl", "a", liveView{}, to("beijing"), byRank)
+	l.reserve("tpl", "b", liveView{}, to("beijing"), byRank)
+	l.reserve("tpl", "c", liveView{}, to("hangzhou"), byRank)
+	l.reserve("other", "d", liveView{}, to("hangzhou"), byRank)
 
 	// The cache shows pod a: it counts once, as a live pod.
-	got := l.counts("tpl", map[string]int32{"beijing": 1}, map[string]bool{"a": true})
+	got := l.counts("tpl", liveView{counts: map[string]int32{"beijing": 1}, seen: map[string]bool{"a": true}})
 	if diff := cmp.Diff(map[string]int32{"beijing": 2, "hangzhou": 1}, got); diff != "" {
 		t.Errorf("counts (-want +got):\n%s", diff)
 	}
 	// Assignments whose pods never appear are forgotten after ledgerTTL.
 	clock.SetTime(clock.Now().Add(ledgerTTL + time.Second))
-	if got := l.counts("tpl", nil, nil); len(got) != 0 {
+	if got := l.counts("tpl", liveView{}); len(got) != 0 {
 		t.Errorf("counts after the TTL = %v, want none", got)
 	}
 	if _, ok := l.pending["tpl"]; ok {
@@ -63,7 +66,7 @@ func TestBurstOverTwoReplicas(t *testing.T) {
 		got := map[string]int32{}
 		for i := range 6 {
 			l := ledgers[i%replicas] // the Service alternates; no cache shows the pods yet
-			c, _ := l.reserve("tpl", strconv.Itoa(i), nil, nil, func(counts map[string]int32) string { return propagation.Next(d, counts) })
+			c, _ := l.reserve("tpl", strconv.Itoa(i), liveView{}, func(counts map[string]int32) string { return propagation.Next(d, counts) }, byRank)
 			got[c]++
 		}
 		return got
@@ -121,19 +124,19 @@ func TestReserveIsOneStep(t *testing.T) {
 	aDone := make(chan struct{})
 	go func() {
 		defer close(aDone)
-		l.reserve("tpl", "a", nil, nil, func(map[string]int32) string {
+		l.reserve("tpl", "a", liveView{}, func(map[string]int32) string {
 			close(aPicking)
 			<-releaseA
 			return "beijing"
-		})
+		}, byRank)
 	}()
 	<-aPicking
 	bSaw := make(chan map[string]int32, 1)
 	go func() {
-		l.reserve("tpl", "b", nil, nil, func(counts map[string]int32) string {
+		l.reserve("tpl", "b", liveView{}, func(counts map[string]int32) string {
 			bSaw <- maps.Clone(counts)
 			return "beijing"
-		})
+		}, byRank)
 	}()
 	select {
 	case counts := <-bSaw:
@@ -144,5 +147,46 @@ func TestReserveIsOneStep(t *testing.T) {
 	<-aDone
 	if counts := <-bSaw; counts["beijing"] != 1 {
 		t.Errorf("the second admission counted %v, want the first one's pick in beijing", counts)
+	}
+}
+
+// TestLedgerForgetsPodsThatCameAndWent: a burst's last pods are deleted (a
+// scale-down) before the template's next admission looks at the ledger;
+// once the cache showed them they no longer count, so a scale-up right
+// after gets each cluster's next ranks rather than ranks past the gone pods.
+func TestLedgerForgetsPodsThatCameAndWent(t *testing.T) {
+	l := newLedger(clocktesting.NewFakePassiveClock(time.Unix(1e9, 0)))
+	if _, cost := l.reserve("tpl", "a", liveView{}, to("beijing"), byRank); cost != -1 {
+		t.Fatalf("first rank's cost = %d, want -1", cost)
+	}
+	l.reserve("tpl", "b", liveView{}, to("beijing"), byRank)
+	l.arrived("tpl", "a")
+	l.arrived("tpl", "b")
+	// Scaled down to pod a alone, then up by one.
+	a := liveView{counts: map[string]int32{"beijing": 1}, seen: map[string]bool{"a": true}, costs: map[string]map[int32]bool{"beijing": {-1: true}}}
+	if _, cost := l.reserve("tpl", "c", a, to("beijing"), byRank); cost != -2 {
+		t.Errorf("cost after pod b came and went = %d, want rank 2's, -2", cost)
+	}
+	l.arrived("other", "c") // another template's pod does not drop it
+	if got := l.counts("tpl", liveView{}); got["beijing"] != 1 {
+		t.Errorf("counts = %v, want c alone pending", got)
+	}
+}
+
+// TestReserveFillsGaps: a cluster's pods hold ranks 1, 2 and 4 (rank 3 was
+// evicted, or deleted by hand): the replacement gets rank 3's cost, not a
+// second rank 4, and the one after it rank 5, so a scale-down still finds
+// distinct costs in the decision's order.
+func TestReserveFillsGaps(t *testing.T) {
+	l := newLedger(clocktesting.NewFakePassiveClock(time.Unix(1e9, 0)))
+	live := liveView{counts: map[string]int32{"beijing": 3}, seen: map[string]bool{}, costs: map[string]map[int32]bool{"beijing": {-1: true, -2: true, -4: true}}}
+	if _, cost := l.reserve("tpl", "a", live, to("beijing"), byRank); cost != -3 {
+		t.Errorf("replacement's cost = %d, want the missing rank 3's, -3", cost)
+	}
+	if _, cost := l.reserve("tpl", "b", live, to("beijing"), byRank); cost != -5 {
+		t.Errorf("next cost = %d, want rank 5's, -5", cost)
+	}
+	if _, cost := l.reserve("tpl", "c", live, to("hangzhou"), byRank); cost != -1 {
+		t.Errorf("another cluster's first cost = %d, want -1", cost)
 	}
 }

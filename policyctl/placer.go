@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -164,24 +165,33 @@ func (p *placer) forget(uid types.UID) {
 	delete(p.decisions, uid)
 }
 
-// liveCounts are tpl's pods that are not finished or being deleted, per
-// assigned cluster, and the assignment IDs among them.
-func (p *placer) liveCounts(ctx context.Context, tpl Template) (map[string]int32, map[string]bool, error) {
+// live is what the pod cache shows of tpl's pods that are not finished or
+// being deleted (ledger.reserve's input). The assignment IDs of leaving
+// pods count as seen too: their assignments are done.
+func (p *placer) live(ctx context.Context, tpl Template) (liveView, error) {
 	pods, err := templatePods(ctx, p.cache, tpl)
 	if err != nil {
-		return nil, nil, err
+		return liveView{}, err
 	}
-	counts, seen := map[string]int32{}, map[string]bool{}
+	v := liveView{counts: map[string]int32{}, seen: map[string]bool{}, costs: map[string]map[int32]bool{}}
 	for _, pod := range pods {
-		seen[pod.Annotations[AssignmentAnnotation]] = true
+		v.seen[pod.Annotations[AssignmentAnnotation]] = true
 		if podstate.Leaving(pod) {
 			continue
 		}
-		if c := pod.Annotations[ClusterAnnotation]; c != "" {
-			counts[c]++
+		c := pod.Annotations[ClusterAnnotation]
+		if c == "" {
+			continue
+		}
+		v.counts[c]++
+		if cost, err := strconv.ParseInt(pod.Annotations[DeletionCostAnnotation], 10, 32); err == nil {
+			if v.costs[c] == nil {
+				v.costs[c] = map[int32]bool{}
+			}
+			v.costs[c][int32(cost)] = true
 		}
 	}
-	return counts, seen, nil
+	return v, nil
 }
 
 // decisionKey changes when anything a decision depends on changes, except

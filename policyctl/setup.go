@@ -85,6 +85,17 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 			return fmt.Errorf("watch %s deletions: %w", k.GroupVersionKind().Kind, err)
 		}
 	}
+	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
+	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
+		if p, ok := o.(*corev1.Pod); ok && p.Annotations[AssignmentAnnotation] != "" {
+			lg.arrived(types.UID(p.Annotations[TemplateAnnotation]), p.Annotations[AssignmentAnnotation])
+		}
+	}}); err != nil {
+		return fmt.Errorf("watch placed pods: %w", err)
+	}
 
 	for _, kind := range []struct {
 		name      string

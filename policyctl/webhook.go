@@ -123,16 +123,16 @@ func (h *PodPlacer) placeByPolicy(ctx context.Context, pod *corev1.Pod) (bool, s
 			p.assigned = propagation.Next(pl.decision, map[string]int32{})
 			break
 		}
-		live, seen, err := h.placer.liveCounts(ctx, tpl)
+		live, err := h.placer.live(ctx, tpl)
 		if err != nil {
 			return false, "", err
 		}
 		p.assignmentID = rand.String(10)
-		var rank int32
-		p.assigned, rank = h.ledger.reserve(tpl.UID, p.assignmentID, live, seen, func(counts map[string]int32) string {
+		p.assigned, p.deletionCost = h.ledger.reserve(tpl.UID, p.assignmentID, live, func(counts map[string]int32) string {
 			return propagation.Next(pl.decision, counts)
+		}, func(c string, rank int32) int32 {
+			return propagation.DeletionCost(pl.decision, c, rank)
 		})
-		p.deletionCost = propagation.DeletionCost(pl.decision, p.assigned, rank)
 	case tpl.DerivedCluster != "":
 		// Duplicated, a derived workload's pod: its cluster, while that
 		// is still chosen (the controller deletes the workload if not).

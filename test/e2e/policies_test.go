@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -456,4 +457,140 @@ spec:
 		}
 		return true, "", nil
 	})
+}
+
+// TestScalingKeepsTheSplit: with static weights 2:1 a Deployment scaled
+// 9 → 3 → 12 → 10 → 5 → 1 reaches 6/3, 2/1, 8/4, 7/3, 3/2 and 1/0 (Karmada's
+// divisions), each scale-down by the ReplicaSet's own deletions alone: no
+// pod is created on the way down and flotilla-policy evicts none
+// (docs/policies.md, "in one step, from any size to any size"), also after
+// a replica deleted out of turn at 12.
+func TestScalingKeepsTheSplit(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	applyYAML(t, ns, `
+apiVersion: policy.flotilla.io/v1alpha1
+kind: PropagationPolicy
+metadata:
+  name: web-2-to-1
+spec:
+  resourceSelectors:
+  - {apiVersion: apps/v1, kind: Deployment, name: web}
+  placement:
+    clusterAffinity: {clusterNames: [beijing, hangzhou]}
+    replicaScheduling:
+      replicaSchedulingType: Divided
+      replicaDivisionPreference: Weighted
+      weightPreference:
+        staticWeightList:
+        - {targetCluster: {clusterNames: [beijing]}, weight: 2}
+        - {targetCluster: {clusterNames: [hangzhou]}, weight: 1}
+`)
+	uids := func() map[types.UID]bool {
+		pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[types.UID]bool{}
+		for _, p := range pods.Items {
+			out[p.UID] = true
+		}
+		return out
+	}
+	create(t, hostClient().AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 9))
+	waitSplit(t, ns, "web", map[string]int{"beijing": 6, "hangzhou": 3})
+	last := int32(9)
+	for _, step := range []struct {
+		replicas          int32
+		beijing, hangzhou int
+	}{{3, 2, 1}, {12, 8, 4}, {10, 7, 3}, {5, 3, 2}, {1, 1, 0}} {
+		before := uids()
+		logPods(t, ns, "app=web")
+		scale(t, ns, "web", step.replicas)
+		want := map[string]int{"beijing": step.beijing}
+		if step.hangzhou > 0 {
+			want["hangzhou"] = step.hangzhou
+		}
+		waitSplit(t, ns, "web", want)
+		if step.replicas < last {
+			for uid := range uids() {
+				if !before[uid] {
+					logPods(t, ns, "app=web")
+					t.Errorf("scaling %d → %d created a pod: a replica was moved", last, step.replicas)
+					break
+				}
+			}
+		}
+		events, err := hostClient().CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + policyctl.EventRebalanced})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events.Items) > 0 {
+			t.Fatalf("scaling %d → %d evicted pods: %s", last, step.replicas, events.Items[0].Message)
+		}
+		last = step.replicas
+		if step.replicas == 12 {
+			replaceOutOfTurn(t, ns, "beijing", "-4")
+		}
+	}
+}
+
+// replaceOutOfTurn deletes the pod of cluster whose pod-deletion-cost is
+// cost — a replica deleted by hand, evicted or handed back, not the one a
+// scale-down would pick — and waits for its replacement, which takes its
+// rank: later scale-downs still keep the split.
+func replaceOutOfTurn(t *testing.T, ns, cluster, cost string) {
+	t.Helper()
+	pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim *corev1.Pod
+	counts := map[string]int{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		counts[p.Spec.NodeName]++
+		if p.Spec.NodeName == cluster && p.Annotations[policyctl.DeletionCostAnnotation] == cost {
+			victim = p
+		}
+	}
+	if victim == nil {
+		logPods(t, ns, "app=web")
+		t.Fatalf("no pod in %s with pod-deletion-cost %s", cluster, cost)
+	}
+	if err := hostClient().CoreV1().Pods(ns).Delete(t.Context(), victim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "pod "+victim.Name+" replaced", func(ctx context.Context) (bool, string, error) {
+		pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, "", err
+		}
+		now := map[string]int{}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.UID == victim.UID {
+				return false, "deleted pod still there", nil
+			}
+			if podReady(p) {
+				now[p.Spec.NodeName]++
+			}
+		}
+		return maps.Equal(now, counts), fmt.Sprintf("ready per cluster %v, want %v", now, counts), nil
+	})
+}
+
+// logPods logs, for a failure's reader, where each pod runs and the cost
+// its ReplicaSet deletes by.
+func logPods(t *testing.T, ns, selector string) {
+	t.Helper()
+	pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Logf("list pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		t.Logf("pod %s node=%s cost=%s ready=%v leaving=%v created=%s", p.Name, p.Spec.NodeName,
+			p.Annotations[policyctl.DeletionCostAnnotation], podReady(&p), p.DeletionTimestamp != nil, p.CreationTimestamp.Format(time.RFC3339))
+	}
 }
