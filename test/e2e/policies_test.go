@@ -77,13 +77,9 @@ func scale(t *testing.T, ns, name string, replicas int32) {
 	}
 }
 
-// TestStaticWeights divides a Deployment 2:1 over two clusters with a
-// Karmada PropagationPolicy whose apiVersion alone was changed, and keeps
-// the split as it scales up and down in one step each way.
-func TestStaticWeights(t *testing.T) {
-	startPolicy(t)
-	ns := namespace(t)
-	applyYAML(t, ns, `
+// webTwoToOne is a Karmada PropagationPolicy whose apiVersion alone was
+// changed: Deployment web divided 2:1 over beijing and hangzhou.
+const webTwoToOne = `
 apiVersion: policy.flotilla.io/v1alpha1
 kind: PropagationPolicy
 metadata:
@@ -107,7 +103,15 @@ spec:
         - targetCluster:
             clusterNames: [hangzhou]
           weight: 1
-`)
+`
+
+// TestStaticWeights divides a Deployment 2:1 over two clusters with a
+// Karmada PropagationPolicy whose apiVersion alone was changed, and keeps
+// the split as it scales up and down in one step each way.
+func TestStaticWeights(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	applyYAML(t, ns, webTwoToOne)
 	create(t, hostClient().AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 9))
 	waitSplit(t, ns, "web", map[string]int{"beijing": 6, "hangzhou": 3})
 
@@ -468,24 +472,7 @@ spec:
 func TestScalingKeepsTheSplit(t *testing.T) {
 	startPolicy(t)
 	ns := namespace(t)
-	applyYAML(t, ns, `
-apiVersion: policy.flotilla.io/v1alpha1
-kind: PropagationPolicy
-metadata:
-  name: web-2-to-1
-spec:
-  resourceSelectors:
-  - {apiVersion: apps/v1, kind: Deployment, name: web}
-  placement:
-    clusterAffinity: {clusterNames: [beijing, hangzhou]}
-    replicaScheduling:
-      replicaSchedulingType: Divided
-      replicaDivisionPreference: Weighted
-      weightPreference:
-        staticWeightList:
-        - {targetCluster: {clusterNames: [beijing]}, weight: 2}
-        - {targetCluster: {clusterNames: [hangzhou]}, weight: 1}
-`)
+	applyYAML(t, ns, webTwoToOne)
 	uids := func() map[types.UID]bool {
 		pods, err := hostClient().CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
