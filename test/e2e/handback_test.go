@@ -165,12 +165,13 @@ func TestHandBackMovesAStatefulSetPod(t *testing.T) {
 	}
 }
 
-// withPlacement restarts member's flotilla-node with a NodeConfig holding
-// placement, and restarts it as it was when the test ends.
-func withPlacement(t *testing.T, member, placement string) {
+// withNodeConfig restarts member's flotilla-node with a NodeConfig of
+// body (YAML after apiVersion and kind), and restarts it as it was when
+// the test ends.
+func withNodeConfig(t *testing.T, member, body string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "nodeconfig.yaml")
-	if err := os.WriteFile(path, []byte("apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\nplacement: "+placement+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("apiVersion: flotilla.io/v1alpha1\nkind: NodeConfig\n"+body+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	restart := func(ctx context.Context, args ...string) error {
@@ -221,7 +222,7 @@ func TestGrowableMemberTakesTheBurst(t *testing.T) {
 		return false, fmt.Sprint(msgs), nil
 	})
 
-	withPlacement(t, "shenzhen", `{growable: true, nodeShapes: [{allocatable: {cpu: "128", memory: 512Gi}}]}`)
+	withNodeConfig(t, "shenzhen", `placement: {growable: true, nodeShapes: [{allocatable: {cpu: "128", memory: 512Gi}}]}`)
 	waitModel(t, "shenzhen", "a node shape of 128 cpu", func(c *fit.Cluster) bool {
 		return c.CanGrow(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("40")}, nil))
 	})
