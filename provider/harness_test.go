@@ -51,6 +51,8 @@ type harnessConfig struct {
 	hostPods func(corev1informers.PodInformer) corev1informers.PodInformer
 	// handBackAfter is the provider's HandBackAfter.
 	handBackAfter time.Duration
+	// storageClasses is the provider's StorageClasses.
+	storageClasses map[string]string
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -126,6 +128,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		Overrides:       cfg.overrides,
 		Metrics:         cfg.metrics,
 		HandBackAfter:   cfg.handBackAfter,
+		StorageClasses:  cfg.storageClasses,
 	})
 	if err != nil {
 		t.Fatal(err)

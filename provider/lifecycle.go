@@ -66,6 +66,9 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
 		return err == nil, err
 	}
+	if err := p.claims.ensure(ctx, pod, t); err != nil {
+		return false, err
+	}
 	src, applied, err := p.override(ctx, pod)
 	if err != nil {
 		return false, err

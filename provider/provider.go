@@ -86,6 +86,9 @@ type Config struct {
 	Overrides Overrides
 	// Metrics, when set, measures forwarding (see HostPodEvents and PodClient).
 	Metrics *Metrics
+	// StorageClasses maps a host storage class to the member class its
+	// claims get there; a class not listed keeps its name (claims.go).
+	StorageClasses map[string]string
 	// HandBackAfter is how long a forwarded pod may stay unschedulable in
 	// the member before it is handed back (handback.go); 0 never.
 	HandBackAfter time.Duration
@@ -138,6 +141,8 @@ type Provider struct {
 	svc *serviceMirror
 	// deps mirrors the Secrets, ConfigMaps and ServiceAccounts pods use.
 	deps *dependencies
+	// claims makes the claims of forwarded pods follow them.
+	claims *claims
 	// events mirrors member pod events onto host pods, when configured.
 	events *eventMirror
 	// unforwarded holds the keys of the host pods last seen to run without
@@ -205,6 +210,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if p.deps, err = newDependencies(p.env, p); err != nil {
 		return nil, err
+	}
+	if p.claims, err = newClaims(p.env, p.ns); err != nil {
+		return nil, fmt.Errorf("watch claims: %w", err)
 	}
 	return p, nil
 }
@@ -284,6 +292,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })
 	wg.Go(func() { p.svc.run(ctx) })
+	wg.Go(func() { p.claims.run(ctx) })
 	if p.events != nil {
 		wg.Go(func() { p.events.run(ctx) })
 	}

@@ -53,6 +53,9 @@ func (t Target) Owner() wellknown.Owner {
 //   - the service-account token volume the host injected (kube-api-access-*)
 //     is removed, so the member injects a token its own apiserver accepts.
 //   - ephemeral containers are dropped: they cannot be set on create.
+//   - a generic ephemeral volume becomes a reference to its claim, which
+//     the host made (<pod>-<volume>) and flotilla copies into the member
+//     (claims.go): the member must not make a second one.
 //   - status is cleared.
 func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 	m := &corev1.Pod{
@@ -103,6 +106,11 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 		}
 	}
 	dropServiceAccountToken(s)
+	for i := range s.Volumes {
+		if v := &s.Volumes[i]; v.Ephemeral != nil {
+			v.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: host.Name + "-" + v.Name}}
+		}
+	}
 	return m
 }
 

@@ -296,6 +296,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		Overrides:       ovr,
 		Metrics:         cfg.Metrics,
 		HandBackAfter:   handBackAfter(vc.Placement),
+		StorageClasses:  vc.StorageClasses,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
@@ -90,6 +91,11 @@ func Default(cfg *v1alpha1.NodeConfig, clusterName string, basePort int32) {
 			vc.KubeletPort = basePort + int32(i)
 		}
 		vc.Placement = placement(cfg.Placement, vc.Placement)
+		if len(cfg.StorageClasses) > 0 {
+			own := vc.StorageClasses
+			vc.StorageClasses = maps.Clone(cfg.StorageClasses)
+			maps.Copy(vc.StorageClasses, own)
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,10 @@ virtualClusters:
 virtualClusters:
 - {name: a, placement: {nodeProvisionTimeout: -1m, nodeShapes: [{labels: {pool: gpu}}]}}
 `, wantErr: []string{"placement.handBackAfter: Invalid value", "virtualClusters[0].placement.nodeProvisionTimeout: Invalid value", "virtualClusters[0].placement.nodeShapes[0].allocatable: Required value"}},
+		"bad storage class names": {yaml: header + `storageClasses: {Standard_1: local}
+virtualClusters:
+- {name: a, storageClasses: {standard: "no way"}}
+`, wantErr: []string{"storageClasses[Standard_1]: Invalid value", "virtualClusters[0].storageClasses[standard]: Invalid value"}},
 		"port clash": {yaml: header + `virtualClusters:
 - {name: a, nodeSelector: {matchLabels: {x: "1"}}, kubeletPort: 10251}
 - {name: b, nodeSelector: {matchLabels: {x: "2"}}}
@@ -134,5 +139,25 @@ virtualClusters:
 	}
 	if b.HandBackAfter.Duration != 5*time.Second || !*b.Growable || b.NodeProvisionTimeout.Duration != DefaultNodeProvisionTimeout {
 		t.Errorf("b: %+v", b)
+	}
+}
+
+// TestStorageClassesPerCluster: a virtual cluster's storage class mapping
+// overrides the shared one class by class.
+func TestStorageClassesPerCluster(t *testing.T) {
+	cfg, err := Parse([]byte(header + `storageClasses: {standard: local-path, fast: local-ssd}
+virtualClusters:
+- {name: a, nodeSelector: {matchLabels: {x: "1"}}, storageClasses: {standard: nfs, gold: gold-ssd}}
+- {name: b, nodeSelector: {matchLabels: {x: "2"}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	Default(cfg, "member", 10250)
+	if got, want := cfg.VirtualClusters[0].StorageClasses, map[string]string{"standard": "nfs", "fast": "local-ssd", "gold": "gold-ssd"}; !maps.Equal(got, want) {
+		t.Errorf("a: %v, want %v", got, want)
+	}
+	if got, want := cfg.VirtualClusters[1].StorageClasses, map[string]string{"standard": "local-path", "fast": "local-ssd"}; !maps.Equal(got, want) {
+		t.Errorf("b: %v, want %v", got, want)
 	}
 }

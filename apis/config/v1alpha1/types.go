@@ -33,6 +33,12 @@ type NodeConfig struct {
 	// a virtual cluster's own Placement overrides them field by field.
 	Placement *Placement `json:"placement,omitempty"`
 
+	// StorageClasses maps a host storage class to the member storage
+	// class that the member copies of its claims get, for every virtual
+	// cluster; a virtual cluster's own StorageClasses override it class by
+	// class. A class not listed keeps its name.
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
+
 	// VirtualClusters are the label partitions of the member, each
 	// registered as a virtual node of its own. When empty, the whole member
 	// is one virtual node named by --cluster-name.
@@ -65,6 +71,9 @@ type VirtualCluster struct {
 	// Placement overrides the NodeConfig's placement settings for this
 	// virtual cluster.
 	Placement *Placement `json:"placement,omitempty"`
+	// StorageClasses overrides the NodeConfig's storage class mapping for
+	// this virtual cluster, class by class.
+	StorageClasses map[string]string `json:"storageClasses,omitempty"`
 }
 
 // Placement says how placement treats a virtual cluster's pods.

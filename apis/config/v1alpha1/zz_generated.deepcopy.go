@@ -19,6 +19,13 @@ func (in *NodeConfig) DeepCopyInto(out *NodeConfig) {
 		*out = new(Placement)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.StorageClasses != nil {
+		in, out := &in.StorageClasses, &out.StorageClasses
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
+	}
 	if in.VirtualClusters != nil {
 		in, out := &in.VirtualClusters, &out.VirtualClusters
 		*out = make([]VirtualCluster, len(*in))
@@ -145,6 +152,13 @@ func (in *VirtualCluster) DeepCopyInto(out *VirtualCluster) {
 		in, out := &in.Placement, &out.Placement
 		*out = new(Placement)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.StorageClasses != nil {
+		in, out := &in.StorageClasses, &out.StorageClasses
+		*out = make(map[string]string, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val
+		}
 	}
 }
 

@@ -94,6 +94,7 @@ node values. flotilla-node defaults and validates it at start-up.
 {{- end }}
 {{- $cfg := dict "apiVersion" "flotilla.io/v1alpha1" "kind" "NodeConfig" "virtualClusters" $vcs }}
 {{- with .Values.placement }}{{ $_ := set $cfg "placement" . }}{{ end }}
+{{- with .Values.storageClasses }}{{ $_ := set $cfg "storageClasses" . }}{{ end }}
 {{- toYaml $cfg }}
 {{- end }}
 

@@ -61,8 +61,25 @@ func ValidateNodeConfig(cfg *v1alpha1.NodeConfig) field.ErrorList {
 		errs = append(errs, validateLabels(vc.Labels, p.Child("labels"))...)
 		errs = append(errs, validateTaints(vc.Taints, p.Child("taints"))...)
 		errs = append(errs, validatePlacement(vc.Placement, p.Child("placement"))...)
+		errs = append(errs, validateStorageClasses(vc.StorageClasses, p.Child("storageClasses"))...)
 	}
+	errs = append(errs, validateStorageClasses(cfg.StorageClasses, field.NewPath("storageClasses"))...)
 	return append(errs, validatePlacement(cfg.Placement, field.NewPath("placement"))...)
+}
+
+// validateStorageClasses checks that both sides of a mapping are names a
+// storage class can have.
+func validateStorageClasses(m map[string]string, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for host, member := range m {
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(host) {
+			errs = append(errs, field.Invalid(p.Key(host), host, "host storage class: "+msg))
+		}
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(member) {
+			errs = append(errs, field.Invalid(p.Key(host), member, "member storage class: "+msg))
+		}
+	}
+	return errs
 }
 
 // validatePlacement checks one placement block; nil is valid.

@@ -1,0 +1,476 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// Event reasons on host claims.
+const (
+	// EventClaimBound: the claim's member copy is bound in its cluster.
+	EventClaimBound = "BoundInCluster"
+	// EventClaimConflict: a member claim of that name exists and is not
+	// flotilla's; the pod is not forwarded.
+	EventClaimConflict = "ClaimConflict"
+)
+
+const (
+	// VolumeDriver is the CSI driver name of the host PersistentVolumes
+	// that stand for member volumes. No host node runs it: such a volume
+	// can never be mounted by a real kubelet, only "run" on a virtual node.
+	VolumeDriver = "volumes.flotilla.io"
+	// offerForLabel marks a host PersistentVolume offered to one claim
+	// (its UID) that is still unbound: the host scheduler binds the claim
+	// to the offer of the cluster its pod goes to.
+	offerForLabel = wellknown.Prefix + "offer-for"
+	// memberVolumeAnnotation names, on a host PersistentVolume, the member
+	// PersistentVolume it stands for.
+	memberVolumeAnnotation = wellknown.Prefix + "member-volume"
+	// noProvisioner is the provisioner of storage classes without dynamic
+	// provisioning, the classes whose claims flotilla offers volumes to.
+	noProvisioner = "kubernetes.io/no-provisioner"
+)
+
+// claims makes PersistentVolumeClaims follow their pods into the member.
+//
+// A host claim of a storage class that binds on first consumer and has no
+// provisioner of its own (the kind a cluster of virtual nodes has: nothing
+// in the host can provision a volume) is offered one host
+// PersistentVolume per cluster whose member has the class the claim maps to:
+// an offer with node affinity to the virtual node. The host scheduler,
+// placing the claim's first pod, binds the claim to the offer of the node it
+// chooses, through its own volume binding; the other offers are withdrawn.
+// From then on the bound volume stands for the member's: the claim is
+// created in the member (same name, the pod's member namespace, the mapped
+// class), the host volume and claim report what the member gave, and every
+// later pod of the claim can only be placed on that virtual node (data
+// gravity, with no special case in the pod path). Deleting the host claim
+// deletes the member claim flotilla created, then the host volume.
+type claims struct {
+	env   *env
+	ns    *namespaceMirror
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	hostClaims    corev1listers.PersistentVolumeClaimLister
+	hostVolumes   corev1listers.PersistentVolumeLister
+	hostClasses   storagelisters.StorageClassLister
+	memberClaims  corev1listers.PersistentVolumeClaimLister
+	memberClasses storagelisters.StorageClassLister
+	synced        []cache.InformerSynced
+}
+
+func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
+	hc := e.cfg.HostInformers.Core().V1().PersistentVolumeClaims()
+	hv := e.cfg.HostInformers.Core().V1().PersistentVolumes()
+	hs := e.cfg.HostInformers.Storage().V1().StorageClasses()
+	mc := e.cfg.MemberInformers.Core().V1().PersistentVolumeClaims()
+	ms := e.cfg.MemberInformers.Storage().V1().StorageClasses()
+	c := &claims{
+		env: e, ns: ns, queue: newKeyQueue("claims"),
+		hostClaims: hc.Lister(), hostVolumes: hv.Lister(), hostClasses: hs.Lister(),
+		memberClaims: mc.Lister(), memberClasses: ms.Lister(),
+		synced: []cache.InformerSynced{hc.Informer().HasSynced, hv.Informer().HasSynced, hs.Informer().HasSynced,
+			mc.Informer().HasSynced, ms.Informer().HasSynced},
+	}
+	handle := func(keys func(any) []string) cache.ResourceEventHandler {
+		add := func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			for _, k := range keys(obj) {
+				c.queue.Add(k)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, cur any) { add(cur) }, DeleteFunc: add}
+	}
+	if _, err := hc.Informer().AddEventHandler(handle(func(obj any) []string {
+		k, _ := cache.MetaNamespaceKeyFunc(obj)
+		return []string{k}
+	})); err != nil {
+		return nil, err
+	}
+	// A volume concerns the claim it is bound to and the one it was
+	// offered to: bound to another, that one needs a new offer.
+	if _, err := hv.Informer().AddEventHandler(handle(func(obj any) []string {
+		if v, ok := obj.(*corev1.PersistentVolume); ok && e.ours(v) {
+			return []string{claimKeyOf(v), hostKey(v)}
+		}
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	if _, err := mc.Informer().AddEventHandler(handle(func(obj any) []string {
+		if m, ok := obj.(*corev1.PersistentVolumeClaim); ok && e.ours(m) {
+			return []string{hostKey(m)}
+		}
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	// A storage class appearing in the member makes its claims eligible.
+	if _, err := ms.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { c.requeueAll() }}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// claimKeyOf is the key of the host claim a host volume of ours is bound
+// to, or else offered to.
+func claimKeyOf(v *corev1.PersistentVolume) string {
+	if r := v.Spec.ClaimRef; r != nil {
+		return r.Namespace + "/" + r.Name
+	}
+	return hostKey(v)
+}
+
+// hostKey is the key of the host object a member object, or a host volume
+// offered to a claim, was made for.
+func hostKey(o metav1.Object) string {
+	return o.GetAnnotations()[wellknown.HostNamespaceAnnotation] + "/" + o.GetAnnotations()[wellknown.HostNameAnnotation]
+}
+
+func (c *claims) requeueAll() {
+	all, err := c.hostClaims.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, cl := range all {
+		c.queue.Add(cl.Namespace + "/" + cl.Name)
+	}
+}
+
+func (c *claims) run(ctx context.Context) { runSynced(ctx, c.queue, c.synced, 2, c.sync) }
+
+// memberClass is the member storage class a host class maps to.
+func (c *claims) memberClass(host string) string {
+	if m, ok := c.env.cfg.StorageClasses[host]; ok {
+		return m
+	}
+	return host
+}
+
+// offered reports whether flotilla offers volumes to claims of the class:
+// binding on first consumer, with no provisioner of its own.
+func offered(class *storagev1.StorageClass) bool {
+	return class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
+		(class.Provisioner == "" || class.Provisioner == noProvisioner)
+}
+
+// volumes are the host volumes of this virtual node that stand for, or are
+// offered to, the claim of key.
+func (c *claims) volumes(key string) ([]*corev1.PersistentVolume, error) {
+	all, err := c.hostVolumes.List(c.env.ownSelector())
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.PersistentVolume
+	for _, v := range all {
+		if claimKeyOf(v) == key {
+			out = append(out, v)
+		}
+	}
+	return out, nil
+}
+
+func (c *claims) sync(ctx context.Context, key string) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	claim, err := c.hostClaims.PersistentVolumeClaims(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		claim = nil
+	} else if err != nil {
+		return err
+	}
+	vols, err := c.volumes(key)
+	if err != nil {
+		return err
+	}
+	offer := false
+	for _, v := range vols {
+		switch {
+		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[offerForLabel] == string(claim.UID):
+			offer = true // still on offer
+		case claim != nil && claim.Spec.VolumeName == v.Name && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == claim.UID:
+			if err := c.follow(ctx, claim, v); err != nil {
+				return err
+			}
+		case v.Spec.ClaimRef != nil && claim != nil && v.Spec.ClaimRef.UID == claim.UID:
+			// Bound by the scheduler, not yet by the PV controller.
+		default:
+			// An offer withdrawn (the claim went elsewhere, or is
+			// gone), or a volume whose claim is gone: released.
+			if err := c.release(ctx, v); err != nil {
+				return err
+			}
+		}
+	}
+	if claim == nil || claim.DeletionTimestamp != nil || claim.Spec.VolumeName != "" || offer {
+		return nil
+	}
+	return c.offer(ctx, claim)
+}
+
+// offer creates this cluster's offer to an unbound claim, if the claim's
+// class is one flotilla offers to and the member has the class it maps to.
+func (c *claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	className := ptr.Deref(claim.Spec.StorageClassName, "")
+	if className == "" {
+		return nil
+	}
+	class, err := c.hostClasses.Get(className)
+	if apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if !offered(class) {
+		return nil
+	}
+	if _, err := c.memberClasses.Get(c.memberClass(className)); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	// The name is fixed per claim and attempt, so that a sync that runs
+	// before the cache shows the offer it made cannot make a second. An
+	// offer the host bound to another claim (of the same class and size)
+	// keeps its label: the next attempt gets the next name.
+	made, err := c.hostVolumes.List(labels.SelectorFromSet(map[string]string{offerForLabel: string(claim.UID)}))
+	if err != nil {
+		return err
+	}
+	attempt := 0
+	for _, v := range made {
+		if c.env.ours(v) {
+			attempt++
+		}
+	}
+	size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   fmt.Sprintf("flotilla-%s-%s-%d", c.env.cfg.NodeName, claim.UID, attempt),
+			Labels: c.env.owner().Stamp(map[string]string{offerForLabel: string(claim.UID)}),
+			Annotations: map[string]string{
+				wellknown.HostNamespaceAnnotation: claim.Namespace,
+				wellknown.HostNameAnnotation:      claim.Name,
+			},
+		},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
+			AccessModes:                   slices.Clone(claim.Spec.AccessModes),
+			VolumeMode:                    claim.Spec.VolumeMode,
+			StorageClassName:              className,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver:       VolumeDriver,
+				VolumeHandle: c.env.cfg.NodeName + "/" + string(claim.UID),
+			}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.env.cfg.NodeName},
+				}},
+			}}}},
+		},
+	}
+	_, err = c.env.cfg.HostClient.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil // made by an earlier sync; the cache will show it
+	}
+	if err != nil {
+		return fmt.Errorf("offer a volume of cluster %s to claim %s/%s: %w", c.env.cfg.NodeName, claim.Namespace, claim.Name, err)
+	}
+	log.G(ctx).WithField("claim", claim.Namespace+"/"+claim.Name).Debug("volume offered")
+	return nil
+}
+
+// release deletes a host volume of ours whose claim is gone or went
+// elsewhere, after the member claim it stands for, if flotilla created one.
+func (c *claims) release(ctx context.Context, v *corev1.PersistentVolume) error {
+	if r := v.Spec.ClaimRef; r != nil {
+		t := c.env.target(r.Namespace)
+		m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(r.Name)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return err
+		case c.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(r.UID):
+			if m.DeletionTimestamp == nil {
+				err := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace).Delete(ctx, m.Name,
+					metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.UID))})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					return fmt.Errorf("delete claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
+				}
+			}
+			// The host volume goes once the member claim is gone
+			// (its deletion event requeues the claim).
+			return nil
+		}
+	}
+	err := c.env.cfg.HostClient.CoreV1().PersistentVolumes().Delete(ctx, v.Name,
+		metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(v.UID))})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("delete volume %s: %w", v.Name, err)
+	}
+	return nil
+}
+
+// follow keeps a claim bound to one of our volumes in step with the
+// member: the member claim exists (once the member namespace does: the
+// pod's forward creates it) and the host reports what the member gave.
+func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) error {
+	t := c.env.target(claim.Namespace)
+	m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(claim.Name)
+	if apierrors.IsNotFound(err) {
+		if _, err := c.ns.memberNS.Get(t.Namespace); err != nil {
+			return nil // created with the namespace, by the pod's forward
+		}
+		_, err := c.create(ctx, claim, t)
+		return err
+	}
+	if err != nil || !c.env.ours(m) || m.Status.Phase != corev1.ClaimBound {
+		return err
+	}
+	size, ok := m.Status.Capacity[corev1.ResourceStorage]
+	if !ok {
+		return nil
+	}
+	if v.Annotations[memberVolumeAnnotation] != m.Spec.VolumeName || !sameQuantity(v.Spec.Capacity[corev1.ResourceStorage], size) {
+		nv := v.DeepCopy()
+		if nv.Annotations == nil {
+			nv.Annotations = map[string]string{}
+		}
+		nv.Annotations[memberVolumeAnnotation] = m.Spec.VolumeName
+		nv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
+		if _, err := c.env.cfg.HostClient.CoreV1().PersistentVolumes().Update(ctx, nv, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update volume %s: %w", v.Name, err)
+		}
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, EventClaimBound,
+			"Bound in cluster %s to volume %s (%s)", t.Cluster, m.Spec.VolumeName, size.String())
+	}
+	if !sameQuantity(claim.Status.Capacity[corev1.ResourceStorage], size) {
+		nc := claim.DeepCopy()
+		if nc.Status.Capacity == nil {
+			nc.Status.Capacity = corev1.ResourceList{}
+		}
+		nc.Status.Capacity[corev1.ResourceStorage] = size
+		if _, err := c.env.cfg.HostClient.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, nc, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update status of claim %s/%s: %w", claim.Namespace, claim.Name, err)
+		}
+	}
+	return nil
+}
+
+func sameQuantity(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }
+
+// memberClaim is the member copy of a host claim.
+func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t Target) *corev1.PersistentVolumeClaim {
+	class := c.memberClass(ptr.Deref(claim.Spec.StorageClassName, ""))
+	m := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      claim.Name,
+			Namespace: t.Namespace,
+			Labels:    t.Owner().Stamp(map[string]string{wellknown.HostUIDLabel: string(claim.UID)}),
+			Annotations: map[string]string{
+				wellknown.HostNamespaceAnnotation: claim.Namespace,
+				wellknown.HostNameAnnotation:      claim.Name,
+			},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      slices.Clone(claim.Spec.AccessModes),
+			Resources:        *claim.Spec.Resources.DeepCopy(),
+			VolumeMode:       claim.Spec.VolumeMode,
+			StorageClassName: &class,
+			Selector:         claim.Spec.Selector.DeepCopy(),
+		},
+	}
+	return m
+}
+
+// create creates the member copy of claim; a member claim of that name
+// that is not flotilla's is reported on the host claim and left alone.
+func (c *claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim, t Target) (*corev1.PersistentVolumeClaim, error) {
+	client := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace)
+	m, err := client.Create(ctx, c.memberClaim(claim, t), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		m, err = client.Get(ctx, claim.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create claim %s/%s in cluster %s: %w", t.Namespace, claim.Name, t.Cluster, err)
+	}
+	if !c.env.ours(m) || m.Labels[wellknown.HostUIDLabel] != string(claim.UID) {
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventClaimConflict,
+			"PersistentVolumeClaim %s/%s in cluster %s is not this claim's copy; flotilla leaves it alone", t.Namespace, claim.Name, t.Cluster)
+		return nil, fmt.Errorf("claim %s/%s in cluster %s is not this claim's copy", t.Namespace, claim.Name, t.Cluster)
+	}
+	return m, nil
+}
+
+// podClaimNames are the claims a pod's volumes use, by name: those of
+// persistentVolumeClaim volumes and the ones the host made for its generic
+// ephemeral volumes (named <pod>-<volume>).
+func podClaimNames(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		case v.Ephemeral != nil:
+			out = append(out, pod.Name+"-"+v.Name)
+		}
+	}
+	return out
+}
+
+// ensure makes the member copies of the claims a host pod uses exist
+// before the pod is forwarded. A claim the host bound to a volume that is
+// not this cluster's cannot be used here: the pod fails to forward.
+func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t Target) error {
+	names := podClaimNames(pod)
+	if len(names) == 0 {
+		return nil
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("wait for the caches of claims: %w", errRetry)
+	}
+	for _, name := range names {
+		claim, err := c.hostClaims.PersistentVolumeClaims(pod.Namespace).Get(name)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("claim %s/%s is not in the cache yet: %w", pod.Namespace, name, errRetry)
+		} else if err != nil {
+			return err
+		}
+		if claim.Spec.VolumeName == "" {
+			return fmt.Errorf("claim %s/%s is not bound yet: %w", pod.Namespace, name, errRetry)
+		}
+		v, err := c.hostVolumes.Get(claim.Spec.VolumeName)
+		if err != nil {
+			return fmt.Errorf("volume %s of claim %s/%s: %w", claim.Spec.VolumeName, pod.Namespace, name, errRetry)
+		}
+		if !c.env.ours(v) {
+			return fmt.Errorf("claim %s/%s is bound to PersistentVolume %s, which is not a volume of cluster %s", pod.Namespace, name, v.Name, t.Cluster)
+		}
+		m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(name)
+		if err == nil && c.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(claim.UID) {
+			continue
+		}
+		if _, err := c.create(ctx, claim, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,245 @@
+package provider
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// storageClass is a class without a provisioner bound on first consumer,
+// the kind flotilla offers volumes to, unless provisioner is set.
+func storageClass(name, provisioner string) *storagev1.StorageClass {
+	if provisioner == "" {
+		provisioner = noProvisioner
+	}
+	return &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: provisioner,
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)}
+}
+
+func hostClaim(name, class string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+	}
+}
+
+func (w *harness) hostVolumes() []corev1.PersistentVolume {
+	w.t.Helper()
+	l, err := w.host.CoreV1().PersistentVolumes().List(w.ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// bindClaim does what the host scheduler and PV controller do when they
+// place the claim's pod on the volume's node.
+func (w *harness) bindClaim(claim *corev1.PersistentVolumeClaim, pv corev1.PersistentVolume) {
+	w.t.Helper()
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	pv.Status.Phase = corev1.VolumeBound
+	if _, err := w.host.CoreV1().PersistentVolumes().Update(w.ctx, &pv, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+	c, err := w.host.CoreV1().PersistentVolumeClaims(claim.Namespace).Get(w.ctx, claim.Name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Spec.VolumeName = pv.Name
+	c.Status.Phase = corev1.ClaimBound
+	c.Status.Capacity = pv.Spec.Capacity
+	if _, err := w.host.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func withStorage(hostObjects, memberObjects []runtime.Object, classes map[string]string) func(*harnessConfig) {
+	return func(c *harnessConfig) {
+		c.hostObjects = append(c.hostObjects, hostObjects...)
+		c.memberObjects = append(c.memberObjects, memberObjects...)
+		c.storageClasses = classes
+	}
+}
+
+// TestClaimFollowsItsPod: a claim of a class without a provisioner gets an
+// offer from this cluster; bound to it (as the host scheduler does), the
+// claim's pod is forwarded with the member copy of the claim in the mapped
+// class, and the host volume and claim then report the member's volume and
+// capacity. Deleting the host claim deletes the member claim, then the host
+// volume.
+func TestClaimFollowsItsPod(t *testing.T) {
+	claim := hostClaim("data", "standard")
+	w := buildHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), claim},
+		[]runtime.Object{storageClass("fast", "")},
+		map[string]string{"standard": "fast"}))
+
+	w.start()
+
+	var offer corev1.PersistentVolume
+	w.eventually("an offer of this cluster", func() bool {
+		vols := w.hostVolumes()
+		if len(vols) != 1 {
+			return false
+		}
+		offer = vols[0]
+		return true
+	})
+	if offer.Labels[offerForLabel] != string(claim.UID) || offer.Spec.CSI == nil || offer.Spec.CSI.Driver != VolumeDriver ||
+		offer.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != testNode ||
+		offer.Spec.StorageClassName != "standard" || offer.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+		t.Fatalf("offer %+v", offer)
+	}
+
+	w.bindClaim(claim, offer)
+	w.createHostPod(boundPod("db-0", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	}))
+	w.eventually("the pod forwarded", func() bool { return w.memberPodExists(testNamespace, "db-0") })
+	m, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the member claim is not there when its pod is: %v", err)
+	}
+	if ptr.Deref(m.Spec.StorageClassName, "") != "fast" || m.Labels[wellknown.HostUIDLabel] != string(claim.UID) ||
+		!m.Spec.Resources.Requests.Storage().Equal(resource.MustParse("1Gi")) {
+		t.Errorf("member claim %+v", m)
+	}
+
+	// The member binds it to a 2Gi volume.
+	m.Spec.VolumeName = "member-pv"
+	m.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}
+	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the host reports the member's volume", func() bool {
+		v, err := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
+		if err != nil || v.Annotations[memberVolumeAnnotation] != "member-pv" || !v.Spec.Capacity.Storage().Equal(resource.MustParse("2Gi")) {
+			return false
+		}
+		c, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+		return err == nil && c.Status.Capacity.Storage().Equal(resource.MustParse("2Gi"))
+	})
+	w.eventually("a BoundInCluster event", func() bool { return len(w.events.find("data", EventClaimBound)) > 0 })
+
+	if err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Delete(w.ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("member claim and host volume gone", func() bool {
+		_, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && len(w.hostVolumes()) == 0
+	})
+}
+
+// TestOffersOnlyWhereTheyCanWork: no offer for a class with a provisioner
+// of its own, a class the member lacks, or a claim already bound; an
+// offer whose claim went to another cluster's volume is withdrawn; a
+// member claim flotilla did not create is never deleted.
+func TestOffersOnlyWhereTheyCanWork(t *testing.T) {
+	bound := hostClaim("bound", "standard")
+	bound.Spec.VolumeName = "someone-elses"
+	elsewhere := hostClaim("elsewhere", "standard")
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "elsewhere"}}
+	w := buildHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), storageClass("cloud", "ebs.csi.aws.com"), storageClass("missing", ""),
+			hostClaim("cloud", "cloud"), hostClaim("missing", "missing"), bound, elsewhere},
+		[]runtime.Object{storageClass("standard", ""), storageClass("cloud", ""), foreign},
+		nil))
+
+	w.start()
+
+	var offer corev1.PersistentVolume
+	w.eventually("one offer, to claim elsewhere", func() bool {
+		vols := w.hostVolumes()
+		if len(vols) != 1 {
+			return false
+		}
+		offer = vols[0]
+		return true
+	})
+	if offer.Labels[offerForLabel] != string(elsewhere.UID) {
+		t.Fatalf("offered to %s", offer.Labels[offerForLabel])
+	}
+	// The host scheduler binds it to another cluster's volume.
+	c := elsewhere.DeepCopy()
+	c.Spec.VolumeName = "another-clusters"
+	c.Status.Phase = corev1.ClaimBound
+	if _, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the offer withdrawn", func() bool { return len(w.hostVolumes()) == 0 })
+	w.never("an offer to a claim flotilla cannot serve", 300*time.Millisecond, func() bool { return len(w.hostVolumes()) > 0 })
+	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "elsewhere", metav1.GetOptions{}); err != nil {
+		t.Errorf("the member's own claim of the same name: %v", err)
+	}
+}
+
+// TestEphemeralVolumeUsesTheHostsClaim: a generic ephemeral volume reaches
+// the member as a reference to the claim the host made for it
+// (<pod>-<volume>), which flotilla copies; the member makes none of its own.
+func TestEphemeralVolumeUsesTheHostsClaim(t *testing.T) {
+	host := boundPod("web-0", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: hostClaim("x", "standard").Spec}}}}}
+	})
+	m := ToMember(host, Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
+	v := m.Spec.Volumes[0]
+	if v.Ephemeral != nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "web-0-scratch" {
+		t.Errorf("member volume %+v", v.VolumeSource)
+	}
+	if got := podClaimNames(host); len(got) != 1 || got[0] != "web-0-scratch" {
+		t.Errorf("claims of the pod = %v", got)
+	}
+	if host.Spec.Volumes[0].Ephemeral == nil {
+		t.Error("ToMember changed the host pod")
+	}
+}
+
+// TestOfferTakenByAnotherClaim: the host may bind a claim to an offer made
+// to another claim of the same class and size (both fit it); that offer
+// then stands for the claim it was bound to, the claim's own offer is
+// withdrawn, and the first claim gets a new offer.
+func TestOfferTakenByAnotherClaim(t *testing.T) {
+	a, b := hostClaim("a", "standard"), hostClaim("b", "standard")
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), a, b},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	offerOf := func(claim *corev1.PersistentVolumeClaim, attempt int) (corev1.PersistentVolume, bool) {
+		for _, v := range w.hostVolumes() {
+			if v.Name == fmt.Sprintf("flotilla-%s-%s-%d", testNode, claim.UID, attempt) {
+				return v, true
+			}
+		}
+		return corev1.PersistentVolume{}, false
+	}
+	var offerA corev1.PersistentVolume
+	w.eventually("offers to a and b", func() bool {
+		var ok bool
+		offerA, ok = offerOf(a, 0)
+		_, okB := offerOf(b, 0)
+		return ok && okB
+	})
+	w.bindClaim(b, offerA)
+	w.eventually("a new offer to a, b's own withdrawn", func() bool {
+		_, again := offerOf(a, 1)
+		_, bOwn := offerOf(b, 0)
+		taken, kept := offerOf(a, 0)
+		return again && !bOwn && kept && taken.Spec.ClaimRef != nil && taken.Spec.ClaimRef.UID == b.UID
+	})
+}

@@ -1,0 +1,338 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// withStorageClass creates the storage class name — no provisioner, bound
+// on first consumer — in the host and in clusters, each of which also gets
+// volumes hostPath volumes of it, and deletes them all when the test ends.
+func withStorageClass(t *testing.T, name string, volumes int, clusters ...string) {
+	t.Helper()
+	makeStorageClass(t, "host", hostClient(), name)
+	for _, c := range clusters {
+		makeStorageClass(t, c, memberClient(c), name)
+		makeVolumes(t, c, name, volumes)
+	}
+}
+
+// makeStorageClass creates a class without a provisioner, bound on first
+// consumer, for the test.
+func makeStorageClass(t *testing.T, where string, client kubernetes.Interface, name string) {
+	t.Helper()
+	class := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: name},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if _, err := client.StorageV1().StorageClasses().Create(t.Context(), class, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("storage class in %s: %v", where, err)
+	}
+	t.Cleanup(func() {
+		_ = client.StorageV1().StorageClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// makeVolumes gives cluster n hostPath volumes of 2Gi of class, for the test.
+func makeVolumes(t *testing.T, cluster, class string, n int) {
+	t.Helper()
+	client := memberClient(cluster)
+	for i := range n {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%s-%d", class, cluster, i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName:              class,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: fmt.Sprintf("/var/lib/%s/%d", class, i)}},
+			},
+		}
+		if _, err := client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("volume in %s: %v", cluster, err)
+		}
+		t.Cleanup(func() {
+			_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{})
+		})
+	}
+}
+
+// claimState is where a host claim's data lives, as the user can check it.
+type claimState struct {
+	cluster     string    // the cluster its host volume stands for
+	memberUID   types.UID // the member claim's UID
+	memberBound bool
+	hostBound   bool
+	capacity    string // the host claim's reported capacity
+}
+
+func claimOf(ctx context.Context, ns, name string) (claimState, error) {
+	var s claimState
+	c, err := hostClient().CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return s, err
+	}
+	s.hostBound = c.Status.Phase == corev1.ClaimBound
+	if q, ok := c.Status.Capacity[corev1.ResourceStorage]; ok {
+		s.capacity = q.String()
+	}
+	if c.Spec.VolumeName == "" {
+		return s, nil
+	}
+	v, err := hostClient().CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return s, err
+	}
+	s.cluster = v.Labels[wellknown.ClusterLabel]
+	if s.cluster == "" {
+		return s, nil
+	}
+	m, err := memberClient(s.cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return s, nil
+	} else if err != nil {
+		return s, err
+	}
+	s.memberUID = m.UID
+	s.memberBound = m.Status.Phase == corev1.ClaimBound
+	return s, nil
+}
+
+// TestStatefulSetClaimsFollowTheirPods: a StatefulSet with a
+// volumeClaimTemplates claim of a host class that no host volume serves
+// runs, each claim bound in the cluster its pod runs in and in the host,
+// with the member's capacity; db-1 deleted comes back to its data; scaled
+// 3 → 1 → 3 it reuses the claims; deleting the claims leaves no member
+// claim behind.
+func TestStatefulSetClaimsFollowTheirPods(t *testing.T) {
+	clusters := []string{"beijing", "hangzhou", "shenzhen"}
+	withStorageClass(t, "standard", 2, clusters...)
+	ns := namespace(t)
+	labels := map[string]string{"app": "db"}
+	create(t, hostClient().AppsV1().StatefulSets(ns).Create, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To[int32](3), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{virtualNodeToleration},
+					Containers: []corev1.Container{{Name: "db", Image: "db:1",
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: ptr.To("standard"),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	})
+	states := map[string]claimState{}
+	running := func(replicas int) func(ctx context.Context) (bool, string, error) {
+		return func(ctx context.Context) (bool, string, error) {
+			for i := range replicas {
+				pod := fmt.Sprintf("db-%d", i)
+				p, err := hostClient().CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+				if err != nil || !podReady(p) {
+					return false, pod + " not Ready", nil
+				}
+				s, err := claimOf(ctx, ns, "data-"+pod)
+				if err != nil {
+					return false, err.Error(), nil
+				}
+				if !s.hostBound || !s.memberBound || s.cluster != p.Spec.NodeName || s.capacity != "2Gi" {
+					return false, fmt.Sprintf("%s on %s, its claim %+v", pod, p.Spec.NodeName, s), nil
+				}
+				states[pod] = s
+			}
+			return true, "", nil
+		}
+	}
+	eventually(t, 3*time.Minute, "three pods Running with their claims bound where they run", running(3))
+	t.Logf("claims: %+v", states)
+	first := states["db-1"]
+
+	if err := hostClient().CoreV1().Pods(ns).Delete(t.Context(), "db-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "db-1 back with its data", func(ctx context.Context) (bool, string, error) {
+		if ok, why, err := running(3)(ctx); !ok || err != nil {
+			return ok, why, err
+		}
+		return states["db-1"] == first, fmt.Sprintf("db-1's claim %+v, was %+v", states["db-1"], first), nil
+	})
+
+	before := maps.Clone(states)
+	scaleStatefulSet(t, ns, "db", 1)
+	eventually(t, 2*time.Minute, "scaled to 1", podsGone(ns, "db-1", "db-2"))
+	scaleStatefulSet(t, ns, "db", 3)
+	eventually(t, 3*time.Minute, "scaled back to 3 on the same claims", func(ctx context.Context) (bool, string, error) {
+		if ok, why, err := running(3)(ctx); !ok || err != nil {
+			return ok, why, err
+		}
+		for pod, s := range before {
+			if states[pod] != s {
+				return false, fmt.Sprintf("%s's claim %+v, was %+v", pod, states[pod], s), nil
+			}
+		}
+		return true, "", nil
+	})
+
+	if err := hostClient().AppsV1().StatefulSets(ns).Delete(t.Context(), "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the pods gone", podsGone(ns, "db-0", "db-1", "db-2"))
+	for pod := range before {
+		if err := hostClient().CoreV1().PersistentVolumeClaims(ns).Delete(t.Context(), "data-"+pod, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 2*time.Minute, "no member claim and no host volume left", func(ctx context.Context) (bool, string, error) {
+		for pod, s := range before {
+			_, err := memberClient(s.cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+pod, metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return false, fmt.Sprintf("claim data-%s in %s: %v", pod, s.cluster, err), nil
+			}
+		}
+		vols, err := hostClient().CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, v := range vols.Items {
+			if r := v.Spec.ClaimRef; (r != nil && r.Namespace == ns) || v.Annotations[wellknown.HostNamespaceAnnotation] == ns {
+				return false, "host volume " + v.Name + " left", nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
+func scaleStatefulSet(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := hostClient().AppsV1().StatefulSets(ns).Patch(t.Context(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func podsGone(ns string, names ...string) func(ctx context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		for _, n := range names {
+			if _, err := hostClient().CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, n + " still there", nil
+			}
+		}
+		return true, "", nil
+	}
+}
+
+// TestGenericEphemeralVolume: a pod with a generic ephemeral volume runs,
+// its claim (made by the host) bound in the pod's cluster; deleting the
+// pod deletes the host claim and the member copy.
+func TestGenericEphemeralVolume(t *testing.T) {
+	withStorageClass(t, "scratch", 1, "beijing", "hangzhou", "shenzhen")
+	ns := namespace(t)
+	create(t, hostClient().CoreV1().Pods(ns).Create, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{virtualNodeToleration},
+			Containers: []corev1.Container{{Name: "job", Image: "job:1",
+				VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}}},
+			Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+				VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: ptr.To("scratch"),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				}}}}}},
+		},
+	})
+	var s claimState
+	eventually(t, 2*time.Minute, "the pod Running with its claim bound where it runs", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "job", metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			return false, "not Ready", nil
+		}
+		if s, err = claimOf(ctx, ns, "job-tmp"); err != nil {
+			return false, err.Error(), nil
+		}
+		return s.hostBound && s.memberBound && s.cluster == p.Spec.NodeName, fmt.Sprintf("%+v", s), nil
+	})
+	if err := hostClient().CoreV1().Pods(ns).Delete(t.Context(), "job", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the claim gone from host and member", func(ctx context.Context) (bool, string, error) {
+		_, err := hostClient().CoreV1().PersistentVolumeClaims(ns).Get(ctx, "job-tmp", metav1.GetOptions{})
+		_, merr := memberClient(s.cluster).CoreV1().PersistentVolumeClaims(ns).Get(ctx, "job-tmp", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(merr), fmt.Sprintf("host: %v, member: %v", err, merr), nil
+	})
+}
+
+// TestStorageClassMappedPerCluster: beijing's flotilla-node maps the host
+// class "shared" to its own "beijing-disk"; a claim of "shared" is offered
+// only by beijing (no other member has a class it maps to) and its member
+// copy gets "beijing-disk".
+func TestStorageClassMappedPerCluster(t *testing.T) {
+	makeStorageClass(t, "host", hostClient(), "shared")
+	makeStorageClass(t, "beijing", memberClient("beijing"), "beijing-disk")
+	makeVolumes(t, "beijing", "beijing-disk", 1)
+	withNodeConfig(t, "beijing", "storageClasses: {shared: beijing-disk}")
+	ns := namespace(t)
+	create(t, hostClient().CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("shared"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	})
+	create(t, hostClient().CoreV1().Pods(ns).Create, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{virtualNodeToleration},
+			Containers: []corev1.Container{{Name: "app", Image: "app:1",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	eventually(t, 2*time.Minute, "the pod Running in beijing on a beijing-disk volume", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			return false, "not Ready", nil
+		}
+		s, err := claimOf(ctx, ns, "data")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return s.hostBound && s.memberBound && s.cluster == "beijing" && p.Spec.NodeName == "beijing", fmt.Sprintf("on %s, claim %+v", p.Spec.NodeName, s), nil
+	})
+	m, err := memberClient("beijing").CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ptr.Deref(m.Spec.StorageClassName, ""); got != "beijing-disk" {
+		t.Errorf("the member claim's class is %q, want beijing-disk", got)
+	}
+}
