@@ -38,10 +38,10 @@ type RemoveConfig struct {
 // it cordons the virtual nodes, deletes each host pod bound to them after
 // its member pod (so that its controller recreates it on another cluster),
 // deletes every member object these virtual nodes of this installation
-// created — pods, mirrored ConfigMaps, Secrets, ServiceAccounts, Services
-// and the namespaces flotilla created, unless others' objects are in them —
-// and finally the virtual nodes and
-// their leases. Member objects without flotilla's identity are never
+// created — pods, mirrored ConfigMaps, Secrets, ServiceAccounts, Services,
+// claims and the namespaces flotilla created, unless others' objects are
+// in them — and the host volumes that stood for their claims, and finally
+// the virtual nodes and their leases. Member objects without flotilla's identity are never
 // touched. It may be run again after a failure.
 func Remove(ctx context.Context, cfg RemoveConfig) error {
 	if cfg.Timeout == 0 {
@@ -93,6 +93,9 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 			}
 		}
 		if err := removeMirrors(ctx, cfg.MemberClient, own); err != nil {
+			return fmt.Errorf("virtual node %s: %w", name, err)
+		}
+		if err := removeVolumes(ctx, cfg.HostClient, own); err != nil {
 			return fmt.Errorf("virtual node %s: %w", name, err)
 		}
 		logger.WithField("node", name).Info("member objects removed")
@@ -189,6 +192,30 @@ func removeMirrors(ctx context.Context, member kubernetes.Interface, selector st
 		}
 	} else {
 		errs = append(errs, err)
+	}
+	// Claims too: the member's reclaim policy decides what happens to
+	// their data.
+	if l, err := core.PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			errs = append(errs, ignoreGone(core.PersistentVolumeClaims(o.Namespace).Delete(ctx, o.Name, uidPrecondition(o.UID))))
+		}
+	} else {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeVolumes deletes the host PersistentVolumes that stood for the
+// virtual node's member volumes, or were offered from it; their host
+// claims turn Lost, saying that their data was in a cluster that left.
+func removeVolumes(ctx context.Context, host kubernetes.Interface, selector string) error {
+	l, err := host.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return fmt.Errorf("list host volumes: %w", err)
+	}
+	var errs []error
+	for _, v := range l.Items {
+		errs = append(errs, ignoreGone(host.CoreV1().PersistentVolumes().Delete(ctx, v.Name, uidPrecondition(v.UID))))
 	}
 	return errors.Join(errs...)
 }

@@ -16,8 +16,9 @@ import (
 
 // TestRemoveLeavesOthersAlone removes one installation's virtual node from
 // a member another installation also forwards into: its own pods, mirrors
-// and empty namespace go; the other installation's pods, and the namespace
-// both used, stay — the namespace handed back with an Event.
+// claims, host volumes and empty namespace go; the other installation's
+// pods, claims and volumes, and the namespace both used, stay — the
+// namespace handed back with an Event.
 func TestRemoveLeavesOthersAlone(t *testing.T) {
 	mine := wellknown.Owner{Cluster: "beijing", Installation: "host-b"}
 	theirs := wellknown.Owner{Cluster: "beijing", Installation: "host-a"}
@@ -37,7 +38,17 @@ func TestRemoveLeavesOthersAlone(t *testing.T) {
 		memberPod("mine-only", "job-1", mine, "gone"),
 		memberPod("shop", "api-1", theirs, "other-host-pod"),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web-config", Labels: mine.Stamp(nil)}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "data-web-1", Labels: mine.Stamp(nil)}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "data-api-1", Labels: theirs.Stamp(nil)}},
 	)
+	for _, v := range []*corev1.PersistentVolume{
+		{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-beijing-mine", Labels: mine.Stamp(nil)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-beijing-theirs", Labels: theirs.Stamp(nil)}},
+	} {
+		if _, err := host.CoreV1().PersistentVolumes().Create(t.Context(), v, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	err := Remove(t.Context(), RemoveConfig{HostClient: host, MemberClient: member, Installation: "host-b",
 		Nodes: []string{"beijing"}, Timeout: 10 * time.Second})
 	if err != nil {
@@ -53,6 +64,18 @@ func TestRemoveLeavesOthersAlone(t *testing.T) {
 	}
 	if _, err := member.CoreV1().ConfigMaps("shop").Get(t.Context(), "web-config", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("own mirrored ConfigMap: %v, want deleted", err)
+	}
+	if _, err := member.CoreV1().PersistentVolumeClaims("shop").Get(t.Context(), "data-web-1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("own member claim: %v, want deleted", err)
+	}
+	if _, err := member.CoreV1().PersistentVolumeClaims("shop").Get(t.Context(), "data-api-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the other installation's claim: %v", err)
+	}
+	if _, err := host.CoreV1().PersistentVolumes().Get(t.Context(), "flotilla-beijing-mine", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("own host volume: %v, want deleted", err)
+	}
+	if _, err := host.CoreV1().PersistentVolumes().Get(t.Context(), "flotilla-beijing-theirs", metav1.GetOptions{}); err != nil {
+		t.Errorf("the other installation's host volume: %v", err)
 	}
 	if _, err := member.CoreV1().Namespaces().Get(t.Context(), "mine-only", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("own emptied namespace: %v, want deleted", err)

@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -20,8 +22,8 @@ import (
 // TestRemoveMember drains a cluster (here a virtual cluster of the edge
 // member) and takes it back, then takes it out of the fleet with
 // flotilla-node --remove: its pods move off it, and nothing of it is left
-// — no node or lease in the host, no pod, mirrored object or namespace
-// flotilla created in the member.
+// — no node, lease or volume of it in the host, no pod, mirrored object,
+// claim or namespace flotilla created in the member.
 func TestRemoveMember(t *testing.T) {
 	const node = "ke-leaving"
 	hc, mc := hostClient(), memberClient(edgeMember)
@@ -84,6 +86,33 @@ virtualClusters:
 	}
 	waitSplit(t, ns, "web", map[string]int{node: 2})
 
+	// A pod whose claim's data lives there.
+	withStorageClass(t, "edge-disk", 1, edgeMember)
+	create(t, hc.CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("edge-disk"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	})
+	create(t, hc.CoreV1().Pods(ns).Create, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{wellknown.ClusterLabel: node},
+			Tolerations:  []corev1.Toleration{virtualNodeToleration},
+			Containers:   []corev1.Container{{Name: "db", Image: "db:1"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	eventually(t, time.Minute, "the claim bound in the member", func(ctx context.Context) (bool, string, error) {
+		c, err := mc.CoreV1().PersistentVolumeClaims(memberNS).Get(ctx, "data", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase), nil
+	})
 	// Something of the member's own in that namespace's neighbour stays.
 	foreign := create(t, mc.CoreV1().ConfigMaps("default").Create, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: "not-flotillas", Namespace: "default", Labels: map[string]string{wellknown.ClusterLabel: node}}})
@@ -133,11 +162,42 @@ virtualClusters:
 			l, err := mc.CoreV1().Secrets("").List(t.Context(), own)
 			return len(l.Items), err
 		},
+		"claims": func() (int, error) {
+			l, err := mc.CoreV1().PersistentVolumeClaims("").List(t.Context(), own)
+			return len(l.Items), err
+		},
 	} {
 		if n, err := list(); err != nil || n != 0 {
 			t.Errorf("member %s of %s: %d left (%v)", what, node, n, err)
 		}
 	}
+	// The host volume that stood for the claim is being deleted; the host's
+	// volume protection keeps it while its claim, the user's, is bound to
+	// it, and lets it go with the claim.
+	vols, err := hc.CoreV1().PersistentVolumes().List(t.Context(), own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols.Items {
+		if v.DeletionTimestamp == nil {
+			t.Errorf("host volume %s is not being deleted", v.Name)
+		}
+	}
+	if err := hc.CoreV1().PersistentVolumeClaims(ns).Delete(t.Context(), "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "no host volume of "+node, func(ctx context.Context) (bool, string, error) {
+		l, err := hc.CoreV1().PersistentVolumes().List(ctx, own)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, v := range l.Items {
+			if v.DeletionTimestamp == nil {
+				return false, "", fmt.Errorf("host volume %s is not being deleted", v.Name)
+			}
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
+	})
 	cms, err := mc.CoreV1().ConfigMaps("").List(t.Context(), own)
 	if err != nil || len(cms.Items) != 1 || cms.Items[0].Name != foreign.Name {
 		t.Errorf("member ConfigMaps labelled %s: %v (%v), want only the member's own %s", node, cms, err, foreign.Name)
