@@ -28,6 +28,12 @@ const (
 	// EventClaimConflict: a member claim of that name exists and is not
 	// flotilla's; the pod is not forwarded.
 	EventClaimConflict = "ClaimConflict"
+	// EventResizing: the host claim was resized; the member is asked for
+	// the new size.
+	EventResizing = "Resizing"
+	// EventResizeRefused: the member will not grow its copy of the claim
+	// (its class does not allow expansion, ...).
+	EventResizeRefused = "ResizeRefused"
 )
 
 const (
@@ -345,6 +351,9 @@ func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 	if err != nil || !c.env.ours(m) || m.Status.Phase != corev1.ClaimBound {
 		return err
 	}
+	if err := c.resize(ctx, claim, m, t); err != nil {
+		return err
+	}
 	size, ok := m.Status.Capacity[corev1.ResourceStorage]
 	if !ok {
 		return nil
@@ -372,6 +381,31 @@ func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 			return fmt.Errorf("update status of claim %s/%s: %w", claim.Namespace, claim.Name, err)
 		}
 	}
+	return nil
+}
+
+// resize asks the member for the size the host claim asks for, when it
+// asks for more: the user resized the host claim (its class allows
+// expansion in the host). The member's class decides whether it can; its
+// answer is reported on the host claim, and what it gives comes back
+// through follow.
+func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeClaim, t Target) error {
+	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
+	if want.Cmp(m.Spec.Resources.Requests[corev1.ResourceStorage]) <= 0 {
+		return nil
+	}
+	nm := m.DeepCopy()
+	nm.Spec.Resources.Requests[corev1.ResourceStorage] = want
+	_, err := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace).Update(ctx, nm, metav1.UpdateOptions{})
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventResizeRefused,
+			"Cluster %s cannot grow claim %s/%s to %s: %v", t.Cluster, t.Namespace, m.Name, want.String(), err)
+		return fmt.Errorf("resize claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
+	case err != nil:
+		return fmt.Errorf("resize claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
+	}
+	c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, EventResizing, "Asked cluster %s to grow the claim to %s", t.Cluster, want.String())
 	return nil
 }
 

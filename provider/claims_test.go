@@ -243,3 +243,69 @@ func TestOfferTakenByAnotherClaim(t *testing.T) {
 		return again && !bOwn && kept && taken.Spec.ClaimRef != nil && taken.Spec.ClaimRef.UID == b.UID
 	})
 }
+
+// TestClaimResize: a host claim grown by its user asks the member for the
+// new size; what the member gives comes back to the host volume and claim.
+func TestClaimResize(t *testing.T) {
+	claim := hostClaim("data", "standard")
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), claim},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	var offer corev1.PersistentVolume
+	w.eventually("an offer", func() bool {
+		vols := w.hostVolumes()
+		if len(vols) == 1 {
+			offer = vols[0]
+		}
+		return len(vols) == 1
+	})
+	w.bindClaim(claim, offer)
+	w.createHostPod(boundPod("db-0", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	}))
+	memberClaim := func() *corev1.PersistentVolumeClaim {
+		m, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	setMember := func(capacity string) {
+		t.Helper()
+		m := memberClaim()
+		m.Spec.VolumeName = "member-pv"
+		m.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}}
+		if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostCapacity := func(want string) func() bool {
+		return func() bool {
+			c, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+			v, verr := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
+			return err == nil && verr == nil && c.Status.Capacity.Storage().Equal(resource.MustParse(want)) &&
+				v.Spec.Capacity.Storage().Equal(resource.MustParse(want))
+		}
+	}
+	w.eventually("the member claim", func() bool { return memberClaim() != nil })
+	setMember("1Gi")
+	w.eventually("1Gi in the host", hostCapacity("1Gi"))
+
+	c, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("5Gi")
+	if _, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the member asked for 5Gi", func() bool {
+		m := memberClaim()
+		return m != nil && m.Spec.Resources.Requests.Storage().Equal(resource.MustParse("5Gi"))
+	})
+	w.eventually("a Resizing event", func() bool { return len(w.events.find("data", EventResizing)) > 0 })
+	// The member's storage grows it.
+	setMember("5Gi")
+	w.eventually("5Gi in the host", hostCapacity("5Gi"))
+}

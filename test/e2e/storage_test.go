@@ -34,12 +34,15 @@ func withStorageClass(t *testing.T, name string, volumes int, clusters ...string
 
 // makeStorageClass creates a class without a provisioner, bound on first
 // consumer, for the test.
-func makeStorageClass(t *testing.T, where string, client kubernetes.Interface, name string) {
+func makeStorageClass(t *testing.T, where string, client kubernetes.Interface, name string, mods ...func(*storagev1.StorageClass)) {
 	t.Helper()
 	class := &storagev1.StorageClass{
 		ObjectMeta:        metav1.ObjectMeta{Name: name},
 		Provisioner:       "kubernetes.io/no-provisioner",
 		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	for _, m := range mods {
+		m(class)
 	}
 	if _, err := client.StorageV1().StorageClasses().Create(t.Context(), class, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("storage class in %s: %v", where, err)
@@ -335,4 +338,79 @@ func TestStorageClassMappedPerCluster(t *testing.T) {
 	if got := ptr.Deref(m.Spec.StorageClassName, ""); got != "beijing-disk" {
 		t.Errorf("the member claim's class is %q, want beijing-disk", got)
 	}
+}
+
+// TestClaimResize: a host claim grown by its user (its class allows
+// expansion in host and member) asks the member for the new size; once
+// the member's storage gives it, the host claim and volume report it.
+func TestClaimResize(t *testing.T) {
+	expandable := func(c *storagev1.StorageClass) { c.AllowVolumeExpansion = ptr.To(true) }
+	makeStorageClass(t, "host", hostClient(), "growing", expandable)
+	makeStorageClass(t, "hangzhou", memberClient("hangzhou"), "growing", expandable)
+	makeVolumes(t, "hangzhou", "growing", 1)
+	ns := namespace(t)
+	create(t, hostClient().CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To("growing"),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	})
+	create(t, hostClient().CoreV1().Pods(ns).Create, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
+		Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{virtualNodeToleration},
+			Containers:  []corev1.Container{{Name: "app", Image: "app:1"}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	})
+	eventually(t, 2*time.Minute, "the claim bound in hangzhou", func(ctx context.Context) (bool, string, error) {
+		s, err := claimOf(ctx, ns, "data")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return s.cluster == "hangzhou" && s.memberBound && s.capacity == "2Gi", fmt.Sprintf("%+v", s), nil
+	})
+	if _, err := hostClient().CoreV1().PersistentVolumeClaims(ns).Patch(t.Context(), "data", types.MergePatchType,
+		[]byte(`{"spec":{"resources":{"requests":{"storage":"3Gi"}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mc := memberClient("hangzhou")
+	var m *corev1.PersistentVolumeClaim
+	eventually(t, time.Minute, "the member claim asks for 3Gi", func(ctx context.Context) (bool, string, error) {
+		var err error
+		if m, err = mc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{}); err != nil {
+			return false, err.Error(), nil
+		}
+		q := m.Spec.Resources.Requests[corev1.ResourceStorage]
+		return q.Equal(resource.MustParse("3Gi")), q.String(), nil
+	})
+	// The member's storage grows the volume, as its CSI resizer would
+	// (hostPath volumes have none): the volume and the claim's status.
+	pv, err := mc.CoreV1().PersistentVolumes().Get(t.Context(), m.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.Capacity[corev1.ResourceStorage] = resource.MustParse("3Gi")
+	if _, err := mc.CoreV1().PersistentVolumes().Update(t.Context(), pv, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the member claim grown", func(ctx context.Context) (bool, string, error) {
+		m, err := mc.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		m.Status.Capacity[corev1.ResourceStorage] = resource.MustParse("3Gi")
+		_, err = mc.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, m, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err), nil
+	})
+	eventually(t, time.Minute, "the host reports 3Gi", func(ctx context.Context) (bool, string, error) {
+		s, err := claimOf(ctx, ns, "data")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return s.capacity == "3Gi", fmt.Sprintf("%+v", s), nil
+	})
 }
