@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -77,6 +78,21 @@ func eventsOf(ctx context.Context, ns, pod, reason string) ([]string, error) {
 	var out []string
 	for _, e := range list.Items {
 		out = append(out, e.Message)
+	}
+	return out, nil
+}
+
+// namespaceEvents returns the distinct messages of the events of reason in ns.
+func namespaceEvents(ctx context.Context, ns, reason string) ([]string, error) {
+	list, err := hostClient().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range list.Items {
+		if !slices.Contains(out, e.Message) {
+			out = append(out, e.Message)
+		}
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
@@ -264,9 +265,21 @@ func TestGrowableMemberTakesTheBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// The pods go with the namespace first; then the node.
-		_ = hostClient().CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
-		_ = sz.RemoveNode(context.Background(), "shenzhen-big-1")
+		// The pods go with the namespace first, and are gone, then the
+		// node. A node removed under running pods leaves them to the
+		// member's pod garbage collector, for up to a minute, and their
+		// host copies (40 cpu each) keep shenzhen full for the host
+		// scheduler meanwhile: the next test would find it so.
+		ctx := context.Background()
+		_ = hostClient().CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+		if err != nil {
+			t.Errorf("the test's pods still in the host after 2 minutes: %v", err)
+		}
+		_ = sz.RemoveNode(ctx, "shenzhen-big-1")
 	})
 	eventually(t, 2*time.Minute, "all three running on the new node", func(ctx context.Context) (bool, string, error) {
 		pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=big"})

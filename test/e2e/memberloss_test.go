@@ -49,7 +49,24 @@ func TestMemberLoss(t *testing.T) {
 			return false, err.Error(), nil
 		}
 		onDark = len(pods.Items)
-		return ready == replicas && len(problems) == 0 && onDark > 0, fmt.Sprintf("ready %d, on %s %d, %v", ready, dark, onDark, problems), nil
+		if ready == replicas && len(problems) == 0 && onDark > 0 {
+			return true, "", nil
+		}
+		// Why the host kept pods off the dark-to-be member, if it did.
+		leftOut, err := namespaceEvents(ctx, ns, "ClustersLeftOut")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		others, err := hostClient().CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + dark})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		var there []string
+		for _, p := range others.Items {
+			there = append(there, fmt.Sprintf("%s/%s %s deleting=%v", p.Namespace, p.Name, p.Status.Phase, p.DeletionTimestamp != nil))
+		}
+		return false, fmt.Sprintf("ready %d, on %s %d, %v; left out: %v; pods on %s in any namespace: %v",
+			ready, dark, onDark, problems, leftOut, dark, there), nil
 	})
 
 	c := env.World.Member(dark)

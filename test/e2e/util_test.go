@@ -30,11 +30,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	last := ""
 	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, msg, err := cond(ctx)
+		if ctx.Err() != nil {
+			return false, nil // the deadline, not cond, failed: keep cond's last word
+		}
 		if msg != "" || err != nil {
 			last = msg
-		}
-		if err != nil && ctx.Err() != nil {
-			return false, nil // the deadline, not cond, failed: keep cond's last word
 		}
 		return ok, err
 	})
