@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -95,6 +96,10 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 	}
 	required := nodeaffinity.GetRequiredNodeAffinity(pod)
 	out := fitting{hostAccepts: map[string]bool{}, why: map[string]string{}}
+	home, claim, err := f.dataHome(ctx, pod)
+	if err != nil {
+		return fitting{}, err
+	}
 	owner := controllerUID(pod)
 	d := fit.DemandOf(pod)
 	var growable []string
@@ -120,6 +125,10 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 			out.fits = append(out.fits, n.Name)
 			continue
 		}
+		if home != "" && n.Name != home {
+			out.why[n.Name] = fmt.Sprintf("claim %s holds its data in cluster %s", claim, home)
+			continue
+		}
 		if r, ok := f.refusals.holds(owner, n.Name); ok {
 			out.why[n.Name] = r
 			continue
@@ -135,6 +144,15 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 			}
 		}
 	}
+	if home != "" && !slices.ContainsFunc(out.candidates, func(n *corev1.Node) bool { return n.Name == home }) {
+		// Its cluster is dark, cordoned or gone: the pod waits for it
+		// rather than start elsewhere without its data.
+		out.why[home] = fmt.Sprintf("claim %s holds its data here and the cluster cannot take pods now (%s); the pod waits for it. "+
+			"To start afresh elsewhere without that data, delete the claim and this pod", claim, f.homeState(ctx, home))
+		out.candidates = append(out.candidates, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: home}})
+		out.grow = ""
+		growable = nil
+	}
 	slices.SortFunc(out.candidates, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(out.fits)
 	if len(out.fits) == 0 && len(growable) > 0 {
@@ -145,6 +163,65 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 		out.grow = growable[0]
 	}
 	return out, nil
+}
+
+// dataHome is the cluster holding the data of a pod's claims: the cluster
+// of the flotilla volume its first bound claim is bound to, and that
+// claim's name; "" for a pod without such a claim.
+func (f *fitter) dataHome(ctx context.Context, pod *corev1.Pod) (cluster, claim string, err error) {
+	for _, v := range pod.Spec.Volumes {
+		name := ""
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			name = v.PersistentVolumeClaim.ClaimName
+		case v.Ephemeral != nil:
+			name = pod.Name + "-" + v.Name
+		default:
+			continue
+		}
+		var c corev1.PersistentVolumeClaim
+		err := f.cache.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &c)
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return "", "", fmt.Errorf("read claim %s/%s: %w", pod.Namespace, name, err)
+		}
+		if c.Spec.VolumeName == "" {
+			continue
+		}
+		var pv corev1.PersistentVolume
+		err = f.cache.Get(ctx, client.ObjectKey{Name: c.Spec.VolumeName}, &pv)
+		if apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return "", "", fmt.Errorf("read volume %s: %w", c.Spec.VolumeName, err)
+		}
+		if pv.Spec.CSI != nil && pv.Spec.CSI.Driver == wellknown.VolumeDriver && pv.Labels[wellknown.ClusterLabel] != "" {
+			return pv.Labels[wellknown.ClusterLabel], name, nil
+		}
+	}
+	return "", "", nil
+}
+
+// homeState says why a cluster cannot take pods: NotReady and why,
+// cordoned, or gone.
+func (f *fitter) homeState(ctx context.Context, name string) string {
+	var n corev1.Node
+	if err := f.cache.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		return "its virtual node is gone"
+	}
+	if !podstate.NodeReady(&n) {
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Message != "" {
+				return "NotReady: " + c.Message
+			}
+		}
+		return "NotReady"
+	}
+	if n.Spec.Unschedulable {
+		return "cordoned"
+	}
+	return "its taints are not tolerated"
 }
 
 // cluster returns n's prepared model, decoding it again only when the

@@ -366,3 +366,47 @@ func TestGrowableClusterTakesWhatFitsNowhere(t *testing.T) {
 		t.Errorf("a pod no node shape holds went to %q (gated %v), want held", huge.Spec.NodeName, gated(huge))
 	}
 }
+
+// TestDataGravity: a pod whose claim is bound to a volume flotilla-node
+// offered from beijing may only go to beijing; with beijing unreachable it
+// waits in the host, saying it waits for beijing and how to start afresh
+// elsewhere.
+func TestDataGravity(t *testing.T) {
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "data-db-0"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "flotilla-beijing-1"}}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-beijing-1", Labels: map[string]string{wellknown.ClusterLabel: "beijing"}},
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: wellknown.VolumeDriver, VolumeHandle: "x"}}}}
+	withData := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}}}
+	}
+
+	objs := fleetOfThree()
+	h, _ := fitWebhook(t, append(objs, claim, pv)...)
+	got := admit(t, h, newPod(tolerating(), requestsCPU("1"), withData))
+	if b := hostCanBind(t, got, objs); !slices.Equal(b, []string{"beijing"}) {
+		t.Errorf("the pod may go to %v, want beijing alone", b)
+	}
+	if v := got.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "hangzhou: claim data-db-0 holds its data in cluster beijing") {
+		t.Errorf("verdict %q", v)
+	}
+
+	// beijing unreachable: the node lifecycle controller's taint.
+	dark := fleetOfThree()
+	bj := dark[0].(*corev1.Node)
+	bj.Spec.Taints = append(bj.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
+	bj.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Message: "Kubelet stopped posting node status."}}
+	h, f := fitWebhook(t, append(dark, claim, pv)...)
+	got = admit(t, h, newPod(tolerating(), requestsCPU("1"), withData))
+	if !gated(got) {
+		t.Fatal("the pod was let go while its cluster is dark")
+	}
+	fits, err := f.evaluate(context.Background(), got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := fits.verdict(); !strings.Contains(v, "beijing: claim data-db-0 holds its data here and the cluster cannot take pods now (NotReady: Kubelet stopped posting node status.); the pod waits for it") ||
+		!strings.Contains(v, "delete the claim and this pod") {
+		t.Errorf("verdict %q", v)
+	}
+}

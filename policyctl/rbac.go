@@ -23,6 +23,9 @@ package policyctl
 // +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // A pod no node fits is bound to a cluster that can add a node for it.
 // +kubebuilder:rbac:groups="",resources=pods/binding,verbs=create
+// A pod whose claim holds its data in one cluster goes there or waits for
+// it: placement reads claims and the volumes they are bound to.
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch;update
 //
 // Its own webhook configurations, by name only (update rights on another

@@ -37,10 +37,9 @@ const (
 )
 
 const (
-	// VolumeDriver is the CSI driver name of the host PersistentVolumes
-	// that stand for member volumes. No host node runs it: such a volume
-	// can never be mounted by a real kubelet, only "run" on a virtual node.
-	VolumeDriver = "volumes.flotilla.io"
+	// VolumeDriver is the CSI driver of the host volumes that stand for
+	// member volumes.
+	VolumeDriver = wellknown.VolumeDriver
 	// offerForLabel marks a host PersistentVolume offered to one claim
 	// (its UID) that is still unbound: the host scheduler binds the claim
 	// to the offer of the cluster its pod goes to.

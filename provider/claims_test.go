@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -308,4 +309,36 @@ func TestClaimResize(t *testing.T) {
 	// The member's storage grows it.
 	setMember("5Gi")
 	w.eventually("5Gi in the host", hostCapacity("5Gi"))
+}
+
+// TestClaimOnAnotherVolumeIsRefused: a pod whose claim the host bound to
+// a volume flotilla did not make (a pre-bound volumeName) cannot have its
+// data in the member: it is not forwarded, and the pod says why.
+func TestClaimOnAnotherVolumeIsRefused(t *testing.T) {
+	claim := hostClaim("data", "standard")
+	claim.Spec.VolumeName = "nfs-share"
+	claim.Status.Phase = corev1.ClaimBound
+	nfs := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "nfs-share"},
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}}}
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), claim, nfs},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	w.createHostPod(boundPod("app", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	}))
+	w.eventually("the pod says why it is not forwarded", func() bool {
+		for _, e := range w.events.find("app", "ProviderCreateFailed") {
+			if strings.Contains(e.Message, "bound to PersistentVolume nfs-share, which is not a volume of cluster "+testNode) {
+				return true
+			}
+		}
+		return false
+	})
+	if w.memberPodExists(testNamespace, "app") {
+		t.Error("the pod was forwarded")
+	}
+	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a member claim was made: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
@@ -214,6 +215,9 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 			return nil
 		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			if transient(err) {
+				p.waitingForCluster(pod, t)
+			}
 			return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 		}
 	}
@@ -223,6 +227,25 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		return p.deleteHostPod(ctx, pod)
 	}
 	return nil
+}
+
+// EventWaitingForCluster: a host pod being deleted stays Terminating
+// because its member cannot be reached to stop the member pod.
+const EventWaitingForCluster = "WaitingForCluster"
+
+// waitingForCluster says, on a host pod whose deletion cannot reach its
+// member, why it stays Terminating: as for a pod on an unreachable node,
+// nobody can tell that its member copy stopped, so no replacement of a
+// StatefulSet pod starts (never two copies), and a pod with claims keeps
+// waiting for the cluster holding its data.
+func (p *Provider) waitingForCluster(pod *corev1.Pod, t Target) {
+	msg := fmt.Sprintf("Cluster %s cannot be reached, so its copy of this pod cannot be stopped or seen to stop: "+
+		"the pod stays Terminating until the cluster answers, and its controller makes no replacement for a StatefulSet pod meanwhile", t.Cluster)
+	if claims := podClaimNames(pod); len(claims) > 0 {
+		msg += fmt.Sprintf(". Its data (claim %s) is in that cluster; to start afresh elsewhere without it, "+
+			"delete the claim and force-delete this pod (kubectl delete pod --force), accepting that the old copy may still run there", strings.Join(claims, ", "))
+	}
+	p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, EventWaitingForCluster, msg)
 }
 
 // PodEventFilter is virtual-kubelet's PodEventFilterFunc. It hides a host

@@ -67,6 +67,12 @@ const (
 	// (as a kubelet fails a pod it cannot admit with OutOfcpu), so that the
 	// pod's controller creates a replacement elsewhere.
 	ReasonMemberUnschedulable = "MemberUnschedulable"
+	// VolumeDriver is the CSI driver name of the host PersistentVolumes
+	// that stand for member volumes (offered by flotilla-node to claims,
+	// or bound to them); each is labelled with ClusterLabel. No host node
+	// runs the driver: such a volume can never be mounted by a real
+	// kubelet.
+	VolumeDriver = "volumes.flotilla.io"
 )
 
 // HostOnlyLabel reports whether a node label term key=value, seen on a pod

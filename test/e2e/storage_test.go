@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/policyctl"
+	"flotilla.io/flotilla/provider"
 )
 
 // withStorageClass creates the storage class name — no provisioner, bound
@@ -77,6 +81,35 @@ func makeVolumes(t *testing.T, cluster, class string, n int) {
 	}
 }
 
+// dbWithClaims is StatefulSet db: replicas pods tolerating the virtual
+// nodes, each with a 1Gi claim "data" of class.
+func dbWithClaims(ns string, replicas int32, class string) *appsv1.StatefulSet {
+	labels := map[string]string{"app": "db"}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: ptr.To(replicas), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{virtualNodeToleration},
+					Containers: []corev1.Container{{Name: "db", Image: "db:1",
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				ObjectMeta: metav1.ObjectMeta{Name: "data"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: ptr.To(class),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+				},
+			}},
+		},
+	}
+}
+
 // claimState is where a host claim's data lives, as the user can check it.
 type claimState struct {
 	cluster     string    // the cluster its host volume stands for
@@ -128,30 +161,7 @@ func TestStatefulSetClaimsFollowTheirPods(t *testing.T) {
 	clusters := []string{"beijing", "hangzhou", "shenzhen"}
 	withStorageClass(t, "standard", 2, clusters...)
 	ns := namespace(t)
-	labels := map[string]string{"app": "db"}
-	create(t, hostClient().AppsV1().StatefulSets(ns).Create, &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: ptr.To[int32](3), ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{virtualNodeToleration},
-					Containers: []corev1.Container{{Name: "db", Image: "db:1",
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-				},
-			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: ptr.To("standard"),
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-				},
-			}},
-		},
-	})
+	create(t, hostClient().AppsV1().StatefulSets(ns).Create, dbWithClaims(ns, 3, "standard"))
 	states := map[string]claimState{}
 	running := func(replicas int) func(ctx context.Context) (bool, string, error) {
 		return func(ctx context.Context) (bool, string, error) {
@@ -413,4 +423,161 @@ func TestClaimResize(t *testing.T) {
 		}
 		return s.capacity == "3Gi", fmt.Sprintf("%+v", s), nil
 	})
+}
+
+// TestDataWaitsForItsCluster: db-0's data is in one cluster; that member
+// goes dark for longer than db-0 tolerates. db-0 stays Terminating, saying
+// on the pod that it waits for its cluster; force-deleted by the user (the
+// claim kept), the new db-0 waits in the host for that cluster, saying so;
+// when the member is back db-0 runs there, on the same member claim. db-0
+// is never started anywhere else: at no moment is there a member copy in
+// another cluster, or a host db-0 bound to one.
+func TestDataWaitsForItsCluster(t *testing.T) {
+	startPolicy(t)
+	withStorageClass(t, "kept", 1, members...)
+	ns := namespace(t)
+	sts := dbWithClaims(ns, 1, "kept")
+	for _, key := range []string{corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable} {
+		sts.Spec.Template.Spec.Tolerations = append(sts.Spec.Template.Spec.Tolerations, corev1.Toleration{
+			Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](2)})
+	}
+	create(t, hostClient().AppsV1().StatefulSets(ns).Create, sts)
+	var home claimState
+	var first types.UID
+	eventually(t, 2*time.Minute, "db-0 Running with its claim bound where it runs", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			return false, "not Ready", nil
+		}
+		if home, err = claimOf(ctx, ns, "data-db-0"); err != nil {
+			return false, err.Error(), nil
+		}
+		first = p.UID
+		return home.memberBound && home.cluster == p.Spec.NodeName, fmt.Sprintf("%+v", home), nil
+	})
+
+	// Watch, from now on, for db-0 anywhere but its cluster.
+	var mu sync.Mutex
+	var elsewhere []string
+	watch, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for watch.Err() == nil {
+			for _, m := range members {
+				if m == home.cluster {
+					continue
+				}
+				if _, err := memberClient(m).CoreV1().Pods(ns).Get(watch, "db-0", metav1.GetOptions{}); err == nil {
+					mu.Lock()
+					elsewhere = append(elsewhere, "member pod in "+m)
+					mu.Unlock()
+				}
+			}
+			if p, err := hostClient().CoreV1().Pods(ns).Get(watch, "db-0", metav1.GetOptions{}); err == nil && p.Spec.NodeName != "" && p.Spec.NodeName != home.cluster {
+				mu.Lock()
+				elsewhere = append(elsewhere, "host pod bound to "+p.Spec.NodeName)
+				mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := kubectl(context.Background(), nil, "describe", "pod", "db-0", "-n", ns)
+			t.Logf("kubectl describe pod db-0:\n%s", out)
+			if m, err := memberClient(home.cluster).CoreV1().Pods(ns).Get(context.Background(), "db-0", metav1.GetOptions{}); err == nil {
+				t.Logf("member db-0: uid %s host-uid %s deleting %v finalizers %v phase %s conditions %+v gates %v node %q scheduler %q created %s", m.UID, m.Labels[wellknown.HostUIDLabel],
+					m.DeletionTimestamp, m.Finalizers, m.Status.Phase, m.Status.Conditions, m.Spec.SchedulingGates, m.Spec.NodeName, m.Spec.SchedulerName, m.CreationTimestamp)
+				if h, err := hostClient().CoreV1().Pods(ns).Get(context.Background(), "db-0", metav1.GetOptions{}); err == nil {
+					t.Logf("host db-0: uid %s created %s", h.UID, h.CreationTimestamp)
+				}
+				ev, _ := kubectl(context.Background(), nil, "--kubeconfig", env.World.Member(home.cluster).KubeconfigPath, "get", "events", "-n", ns)
+				t.Logf("member events:\n%s", ev)
+			} else {
+				t.Logf("member db-0: %v", err)
+			}
+		}
+	})
+	c := env.World.Member(home.cluster)
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = c.StartAPIServer(context.Background())
+		}
+	})
+	eventually(t, 2*time.Minute, "db-0 Terminating, saying it waits for "+home.cluster, func(ctx context.Context) (bool, string, error) {
+		msgs, err := eventsOf(ctx, ns, "db-0", provider.EventWaitingForCluster)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, m := range msgs {
+			if strings.Contains(m, "Cluster "+home.cluster+" cannot be reached") && strings.Contains(m, "claim data-db-0") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprint(msgs), nil
+	})
+	// The user force-deletes db-0 but keeps its claim: the new db-0 waits
+	// in the host for the cluster holding its data, saying so.
+	if err := hostClient().CoreV1().Pods(ns).Delete(t.Context(), "db-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "a new db-0 waiting for "+home.cluster+", saying so", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		if p.UID == first {
+			return false, "the first db-0", nil
+		}
+		msgs, err := eventsOf(ctx, ns, "db-0", policyctl.EventNoClusterFits)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, m := range msgs {
+			if strings.Contains(m, home.cluster+": claim data-db-0 holds its data here") && strings.Contains(m, "the pod waits for it") {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprint(msgs), nil
+	})
+	if err := c.StartAPIServer(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	// The member's own scheduler, for the tests after this one (see
+	// RestartScheduler).
+	if err := c.RestartScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	// Back in its cluster: bound there in the host, forwarded there, on the
+	// same member claim, Running.
+	eventually(t, 3*time.Minute, "db-0 back in "+home.cluster+", on the same member claim", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil || p.Spec.NodeName != home.cluster || !podReady(p) {
+			return false, "not Running there", nil
+		}
+		m, err := memberClient(home.cluster).CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+		if err != nil || m.Labels[wellknown.HostUIDLabel] != string(p.UID) {
+			return false, "not forwarded yet", nil
+		}
+		s, err := claimOf(ctx, ns, "data-db-0")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return s == home, fmt.Sprintf("claim %+v, was %+v", s, home), nil
+	})
+	stop()
+	wg.Wait()
+	if len(elsewhere) > 0 {
+		t.Errorf("db-0 went elsewhere: %v", elsewhere)
+	}
+	if err := env.WaitNodeReady(t.Context(), home.cluster, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 }

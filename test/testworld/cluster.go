@@ -331,6 +331,23 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
+// RestartScheduler stops the cluster's kube-scheduler, if it still runs,
+// and starts it again. kube-scheduler exits by design when its cache
+// disagrees with what it is told ("Scheduler cache is corrupted"), relying
+// on its supervisor to restart it: after its apiserver was stopped and
+// started, a pod deleted and recreated under the same name meanwhile
+// brings that about. The test world supervises nothing, so a test that
+// needs the member to schedule again after an outage restarts it, as the
+// member's own supervisor would.
+func (c *Cluster) RestartScheduler() error {
+	if p := c.Process(ComponentScheduler); p != nil {
+		if err := p.Stop(); err != nil {
+			return fmt.Errorf("stop kube-scheduler for %s: %w", c.Name, err)
+		}
+	}
+	return c.startComponent(ComponentScheduler, c.bin.KubeScheduler, c.schedulerArgs())
+}
+
 func (c *Cluster) apiserverReady(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
