@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
@@ -34,6 +35,10 @@ const (
 	// EventResizeRefused: the member will not grow its copy of the claim
 	// (its class does not allow expansion, ...).
 	EventResizeRefused = "ResizeRefused"
+	// EventNotOffered: the claim asks for what no cluster's volume can be
+	// (a data source flotilla cannot carry to a member, a selector no
+	// volume can match); it stays Pending and says why.
+	EventNotOffered = "NotOfferedByCluster"
 )
 
 const (
@@ -106,7 +111,13 @@ func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
 	}
 	if _, err := hc.Informer().AddEventHandler(handle(func(obj any) []string {
 		k, _ := cache.MetaNamespaceKeyFunc(obj)
-		return []string{k}
+		keys := []string{k}
+		// A clone is offered where its source is bound: the source
+		// binding concerns the claims cloned from it.
+		if cl, ok := obj.(*corev1.PersistentVolumeClaim); ok && cl.Spec.VolumeName != "" {
+			keys = append(keys, c.clonesOf(cl)...)
+		}
+		return keys
 	})); err != nil {
 		return nil, err
 	}
@@ -148,6 +159,21 @@ func claimKeyOf(v *corev1.PersistentVolume) string {
 // offered to a claim, was made for.
 func hostKey(o metav1.Object) string {
 	return o.GetAnnotations()[wellknown.HostNamespaceAnnotation] + "/" + o.GetAnnotations()[wellknown.HostNameAnnotation]
+}
+
+// clonesOf are the keys of the unbound claims whose data source is src.
+func (c *claims) clonesOf(src *corev1.PersistentVolumeClaim) []string {
+	all, err := c.hostClaims.PersistentVolumeClaims(src.Namespace).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, cl := range all {
+		if ref := cl.Spec.DataSourceRef; cl.Spec.VolumeName == "" && ref != nil && isClaimRef(ref) && ref.Name == src.Name {
+			out = append(out, cl.Namespace+"/"+cl.Name)
+		}
+	}
+	return out
 }
 
 func (c *claims) requeueAll() {
@@ -214,6 +240,10 @@ func (c *claims) sync(ctx context.Context, key string) error {
 			if err := c.follow(ctx, claim, v); err != nil {
 				return err
 			}
+		case claim != nil && claim.Spec.VolumeName == v.Name:
+			// The claim is bound to it, and the cache does not show the
+			// volume's side of the binding yet (the two come by separate
+			// watches): its update brings the claim back here.
 		case v.Spec.ClaimRef != nil && claim != nil && v.Spec.ClaimRef.UID == claim.UID:
 			// Bound by the scheduler, not yet by the PV controller.
 		default:
@@ -251,6 +281,15 @@ func (c *claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 	} else if err != nil {
 		return err
 	}
+	if ok, err := c.sourceHere(claim); err != nil || !ok {
+		return err
+	}
+	extra, err := selectedLabels(claim.Spec.Selector, c.env.owner().Stamp(map[string]string{offerForLabel: string(claim.UID)}))
+	if err != nil {
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+			"Cluster %s offers no volume to this claim: its selector %v", c.env.cfg.NodeName, err)
+		return nil
+	}
 	// The name is fixed per claim and attempt, so that a sync that runs
 	// before the cache shows the offer it made cannot make a second. An
 	// offer the host bound to another claim (of the same class and size)
@@ -269,7 +308,7 @@ func (c *claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   fmt.Sprintf("flotilla-%s-%s-%d", c.env.cfg.NodeName, claim.UID, attempt),
-			Labels: c.env.owner().Stamp(map[string]string{offerForLabel: string(claim.UID)}),
+			Labels: extra,
 			Annotations: map[string]string{
 				wellknown.HostNamespaceAnnotation: claim.Namespace,
 				wellknown.HostNameAnnotation:      claim.Name,
@@ -301,6 +340,89 @@ func (c *claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 	}
 	log.G(ctx).WithField("claim", claim.Namespace+"/"+claim.Name).Debug("volume offered")
 	return nil
+}
+
+// isClaimRef reports whether a data source is a PersistentVolumeClaim.
+func isClaimRef(ref *corev1.TypedObjectReference) bool {
+	return ptr.Deref(ref.APIGroup, "") == "" && ref.Kind == "PersistentVolumeClaim"
+}
+
+// sourceHere reports whether this cluster can honour the claim's data
+// source. A claim cloned from another claim is offered only by the cluster
+// holding that claim's data, and there its member copy is cloned from the
+// source's member copy, by the member's own storage; until the source is
+// bound nobody offers. A data source of any other kind (a VolumeSnapshot, a
+// volume populator's object) lives in the host, where no member can read
+// it: the claim is refused, with an event saying why, rather than given an
+// empty volume.
+func (c *claims) sourceHere(claim *corev1.PersistentVolumeClaim) (bool, error) {
+	ref := claim.Spec.DataSourceRef
+	if ref == nil {
+		return true, nil
+	}
+	if !isClaimRef(ref) || (ref.Namespace != nil && *ref.Namespace != claim.Namespace) {
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+			"Cluster %s offers no volume to this claim: its data source %s %s is in the host cluster, where no member can read it; "+
+				"flotilla carries only a PersistentVolumeClaim of the same namespace as a data source, cloned in the cluster holding its data",
+			c.env.cfg.NodeName, ref.Kind, ref.Name)
+		return false, nil
+	}
+	src, err := c.hostClaims.PersistentVolumeClaims(claim.Namespace).Get(ref.Name)
+	if apierrors.IsNotFound(err) || (err == nil && src.Spec.VolumeName == "") {
+		return false, nil // offered once the source is bound (clonesOf)
+	} else if err != nil {
+		return false, err
+	}
+	v, err := c.hostVolumes.Get(src.Spec.VolumeName)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if v.Spec.CSI == nil || v.Spec.CSI.Driver != VolumeDriver {
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+			"Cluster %s offers no volume to this claim: its data source, claim %s, is bound to PersistentVolume %s, which no member cluster holds",
+			c.env.cfg.NodeName, src.Name, v.Name)
+		return false, nil
+	}
+	return c.env.ours(v), nil
+}
+
+// selectedLabels adds to own the labels an offer needs to match selector,
+// the claim's: matchLabels and one value of each In, a key for each
+// Exists. It fails when no labels can match, or when the selector is about
+// flotilla's own labels.
+func selectedLabels(selector *metav1.LabelSelector, own map[string]string) (map[string]string, error) {
+	if selector == nil {
+		return own, nil
+	}
+	out := maps.Clone(own)
+	set := func(k, v string) {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	for k, v := range selector.MatchLabels {
+		set(k, v)
+	}
+	for _, r := range selector.MatchExpressions {
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn:
+			if len(r.Values) > 0 {
+				set(r.Key, r.Values[0])
+			}
+		case metav1.LabelSelectorOpExists:
+			set(r.Key, "")
+		}
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		return nil, fmt.Errorf("is not valid: %w", err)
+	}
+	if !sel.Matches(labels.Set(out)) {
+		return nil, fmt.Errorf("%s matches no volume flotilla can make (it would need labels %v)", sel, out)
+	}
+	return out, nil
 }
 
 // release deletes a host volume of ours whose claim is gone or went
@@ -429,6 +551,10 @@ func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t Target) *cor
 			VolumeMode:       claim.Spec.VolumeMode,
 			StorageClassName: &class,
 			Selector:         claim.Spec.Selector.DeepCopy(),
+			// Only a claim of the same namespace is carried (sourceHere),
+			// and its member copy has the same name.
+			DataSource:    claim.Spec.DataSource.DeepCopy(),
+			DataSourceRef: claim.Spec.DataSourceRef.DeepCopy(),
 		},
 	}
 	return m
@@ -480,7 +606,8 @@ func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t Target) error {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
 		return fmt.Errorf("wait for the caches of claims: %w", errRetry)
 	}
-	for _, name := range names {
+	for i := 0; i < len(names); i++ {
+		name := names[i]
 		claim, err := c.hostClaims.PersistentVolumeClaims(pod.Namespace).Get(name)
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("claim %s/%s is not in the cache yet: %w", pod.Namespace, name, errRetry)
@@ -496,6 +623,11 @@ func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t Target) error {
 		}
 		if !c.env.ours(v) {
 			return fmt.Errorf("claim %s/%s is bound to PersistentVolume %s, which is not a volume of cluster %s", pod.Namespace, name, v.Name, t.Cluster)
+		}
+		// A clone needs its source's member copy, the one it is cloned
+		// from: made here too when the source's own pods never came.
+		if ref := claim.Spec.DataSourceRef; ref != nil && isClaimRef(ref) && !slices.Contains(names, ref.Name) {
+			names = append(names, ref.Name)
 		}
 		m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(name)
 		if err == nil && c.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(claim.UID) {

@@ -49,6 +49,21 @@ func (w *harness) hostVolumes() []corev1.PersistentVolume {
 	return l.Items
 }
 
+// onlyVolume waits for the host to hold exactly one volume (this cluster's
+// offer to the one claim of the test) and returns it.
+func (w *harness) onlyVolume() corev1.PersistentVolume {
+	w.t.Helper()
+	var offer corev1.PersistentVolume
+	w.eventually("one offer of this cluster", func() bool {
+		vols := w.hostVolumes()
+		if len(vols) == 1 {
+			offer = vols[0]
+		}
+		return len(vols) == 1
+	})
+	return offer
+}
+
 // bindClaim does what the host scheduler and PV controller do when they
 // place the claim's pod on the volume's node.
 func (w *harness) bindClaim(claim *corev1.PersistentVolumeClaim, pv corev1.PersistentVolume) {
@@ -93,15 +108,7 @@ func TestClaimFollowsItsPod(t *testing.T) {
 
 	w.start()
 
-	var offer corev1.PersistentVolume
-	w.eventually("an offer of this cluster", func() bool {
-		vols := w.hostVolumes()
-		if len(vols) != 1 {
-			return false
-		}
-		offer = vols[0]
-		return true
-	})
+	offer := w.onlyVolume()
 	if offer.Labels[offerForLabel] != string(claim.UID) || offer.Spec.CSI == nil || offer.Spec.CSI.Driver != VolumeDriver ||
 		offer.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != testNode ||
 		offer.Spec.StorageClassName != "standard" || offer.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
@@ -165,15 +172,7 @@ func TestOffersOnlyWhereTheyCanWork(t *testing.T) {
 
 	w.start()
 
-	var offer corev1.PersistentVolume
-	w.eventually("one offer, to claim elsewhere", func() bool {
-		vols := w.hostVolumes()
-		if len(vols) != 1 {
-			return false
-		}
-		offer = vols[0]
-		return true
-	})
+	offer := w.onlyVolume()
 	if offer.Labels[offerForLabel] != string(elsewhere.UID) {
 		t.Fatalf("offered to %s", offer.Labels[offerForLabel])
 	}
@@ -189,6 +188,27 @@ func TestOffersOnlyWhereTheyCanWork(t *testing.T) {
 	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "elsewhere", metav1.GetOptions{}); err != nil {
 		t.Errorf("the member's own claim of the same name: %v", err)
 	}
+}
+
+// TestClaimSeenBoundBeforeItsVolume: the claim's binding may reach the
+// cache before the volume's (they come by separate watches); the volume is
+// the claim's all the same, not an offer to withdraw.
+func TestClaimSeenBoundBeforeItsVolume(t *testing.T) {
+	claim := hostClaim("data", "standard")
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), claim},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	offer := w.onlyVolume()
+	c := claim.DeepCopy()
+	c.Spec.VolumeName = offer.Name
+	c.Status.Phase = corev1.ClaimBound
+	if _, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.never("the claim's volume deleted", 500*time.Millisecond, func() bool {
+		_, err := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 }
 
 // TestEphemeralVolumeUsesTheHostsClaim: a generic ephemeral volume reaches
@@ -252,14 +272,7 @@ func TestClaimResize(t *testing.T) {
 	w := newHarness(t, withStorage(
 		[]runtime.Object{storageClass("standard", ""), claim},
 		[]runtime.Object{storageClass("standard", "")}, nil))
-	var offer corev1.PersistentVolume
-	w.eventually("an offer", func() bool {
-		vols := w.hostVolumes()
-		if len(vols) == 1 {
-			offer = vols[0]
-		}
-		return len(vols) == 1
-	})
+	offer := w.onlyVolume()
 	w.bindClaim(claim, offer)
 	w.createHostPod(boundPod("db-0", func(p *corev1.Pod) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
@@ -341,4 +354,95 @@ func TestClaimOnAnotherVolumeIsRefused(t *testing.T) {
 	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a member claim was made: %v", err)
 	}
+}
+
+// TestSelectorsAndDataSources: a claim's selector is met by the labels of
+// its offer (and carried to the member); one no volume of flotilla's can
+// meet is reported, as is a data source no member can read. A clone is
+// offered only by the cluster holding its source's data, once the source
+// is bound, and its member copy is cloned from the source's member copy.
+func TestSelectorsAndDataSources(t *testing.T) {
+	picky := hostClaim("picky", "standard")
+	picky.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"},
+		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
+	impossible := hostClaim("impossible", "standard")
+	impossible.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{offerForLabel: "someone-else"}}
+	snap := hostClaim("snap", "standard")
+	snap.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
+	src, clone := hostClaim("src", "standard"), hostClaim("clone", "standard")
+	clone.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
+	away, awayClone := hostClaim("away", "standard"), hostClaim("away-clone", "standard")
+	away.Spec.VolumeName = "flotilla-elsewhere"
+	awayClone.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "away"}
+	elsewhere := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-elsewhere"},
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: VolumeDriver, VolumeHandle: "elsewhere/x"}}}}
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), picky, impossible, snap, src, clone, away, awayClone, elsewhere},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+
+	offerTo := func(claim *corev1.PersistentVolumeClaim) (corev1.PersistentVolume, bool) {
+		for _, v := range w.hostVolumes() {
+			if v.Labels[offerForLabel] == string(claim.UID) {
+				return v, true
+			}
+		}
+		return corev1.PersistentVolume{}, false
+	}
+	refused := func(claim, says string) func() bool {
+		return func() bool {
+			for _, e := range w.events.find(claim, EventNotOffered) {
+				if strings.Contains(e.Message, says) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	var srcOffer corev1.PersistentVolume
+	w.eventually("offers to picky and src", func() bool {
+		_, a := offerTo(picky)
+		var b bool
+		srcOffer, b = offerTo(src)
+		return a && b
+	})
+	if v, _ := offerTo(picky); v.Labels["tier"] != "gold" || v.Labels["zone"] != "a" {
+		t.Errorf("offer to picky has labels %v, not what its selector asks for", v.Labels)
+	}
+	w.eventually("the impossible selector reported", refused("impossible", "matches no volume flotilla can make"))
+	w.eventually("the snapshot reported", refused("snap", "VolumeSnapshot nightly is in the host cluster"))
+	for _, c := range []*corev1.PersistentVolumeClaim{impossible, snap, clone, awayClone} {
+		if _, ok := offerTo(c); ok {
+			t.Errorf("an offer to %s", c.Name)
+		}
+	}
+
+	// The source binds here: the clone is offered here, and its member
+	// copy is cloned from the source's.
+	w.bindClaim(src, srcOffer)
+	var cloneOffer corev1.PersistentVolume
+	w.eventually("an offer to the clone", func() bool {
+		var ok bool
+		cloneOffer, ok = offerTo(clone)
+		return ok
+	})
+	w.bindClaim(clone, cloneOffer)
+	w.createHostPod(boundPod("copy", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "clone"}}}}
+	}))
+	w.eventually("the clone's pod forwarded", func() bool { return w.memberPodExists(testNamespace, "copy") })
+	m, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "clone", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Spec.DataSourceRef; r == nil || r.Kind != "PersistentVolumeClaim" || r.Name != "src" {
+		t.Errorf("member clone's data source %+v", r)
+	}
+	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "src", metav1.GetOptions{}); err != nil {
+		t.Errorf("the source's member copy, which the clone is cloned from: %v", err)
+	}
+	w.never("an offer to a clone of another cluster's data", 300*time.Millisecond, func() bool {
+		_, ok := offerTo(awayClone)
+		return ok
+	})
 }

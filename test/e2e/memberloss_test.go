@@ -69,16 +69,7 @@ func TestMemberLoss(t *testing.T) {
 			ready, dark, onDark, problems, leftOut, dark, there), nil
 	})
 
-	c := env.World.Member(dark)
-	if err := c.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = c.StartAPIServer(context.Background())
-		}
-	})
+	_, back := goDark(t, dark)
 	eventually(t, 3*time.Minute, "replacements Ready on the other members", func(ctx context.Context) (bool, string, error) {
 		pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -93,10 +84,7 @@ func TestMemberLoss(t *testing.T) {
 		}
 		return ready == replicas, fmt.Sprintf("%d Ready off %s", ready, dark), nil
 	})
-	if err := c.StartAPIServer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	back()
 	eventually(t, 3*time.Minute, "stale member pods cleaned up: exactly one member pod per live host pod", func(ctx context.Context) (bool, string, error) {
 		ready, problems, err := podCensus(ctx, ns)
 		if err != nil {

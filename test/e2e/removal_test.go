@@ -11,10 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -88,24 +86,10 @@ virtualClusters:
 
 	// A pod whose claim's data lives there.
 	withStorageClass(t, "edge-disk", 1, edgeMember)
-	create(t, hc.CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To("edge-disk"),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	})
-	create(t, hc.CoreV1().Pods(ns).Create, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{wellknown.ClusterLabel: node},
-			Tolerations:  []corev1.Toleration{virtualNodeToleration},
-			Containers:   []corev1.Container{{Name: "db", Image: "db:1"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
-		},
-	})
+	db := podWithClaim(ns, "db", "data")
+	db.Spec.NodeSelector = map[string]string{wellknown.ClusterLabel: node}
+	makeClaim(t, ns, "data", "edge-disk")
+	create(t, hc.CoreV1().Pods(ns).Create, db)
 	eventually(t, time.Minute, "the claim bound in the member", func(ctx context.Context) (bool, string, error) {
 		c, err := mc.CoreV1().PersistentVolumeClaims(memberNS).Get(ctx, "data", metav1.GetOptions{})
 		if err != nil {

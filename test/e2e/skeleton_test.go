@@ -301,21 +301,9 @@ func TestMemberUnreachable(t *testing.T) {
 			return false, "no Ready condition", nil
 		}
 	}
-	c := env.World.Member(member)
-	if err := c.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = c.StartAPIServer(context.Background())
-		}
-	})
+	_, back := goDark(t, member)
 	eventually(t, time.Minute, "virtual node NotReady while its member is dark", readyIs(corev1.ConditionFalse, "MemberUnreachable"))
-	if err := c.StartAPIServer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	back()
 	eventually(t, time.Minute, "virtual node Ready once its member is back", readyIs(corev1.ConditionTrue, "MemberReachable"))
 }
 

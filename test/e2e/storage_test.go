@@ -56,8 +56,9 @@ func makeStorageClass(t *testing.T, where string, client kubernetes.Interface, n
 	})
 }
 
-// makeVolumes gives cluster n hostPath volumes of 2Gi of class, for the test.
-func makeVolumes(t *testing.T, cluster, class string, n int) {
+// makeVolumes gives cluster n hostPath volumes of 2Gi of class, for the
+// test; mods change them.
+func makeVolumes(t *testing.T, cluster, class string, n int, mods ...func(*corev1.PersistentVolume)) {
 	t.Helper()
 	client := memberClient(cluster)
 	for i := range n {
@@ -71,6 +72,9 @@ func makeVolumes(t *testing.T, cluster, class string, n int) {
 				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
 					Path: fmt.Sprintf("/var/lib/%s/%d", class, i)}},
 			},
+		}
+		for _, m := range mods {
+			m(pv)
 		}
 		if _, err := client.CoreV1().PersistentVolumes().Create(t.Context(), pv, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("volume in %s: %v", cluster, err)
@@ -106,6 +110,45 @@ func dbWithClaims(ns string, replicas int32, class string) *appsv1.StatefulSet {
 					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 				},
 			}},
+		},
+	}
+}
+
+// claimAndPod creates in ns a 1Gi claim of class and a pod tolerating the
+// virtual nodes that uses it; mods change the claim.
+func claimAndPod(t *testing.T, ns, claim, pod, class string, mods ...func(*corev1.PersistentVolumeClaim)) {
+	t.Helper()
+	makeClaim(t, ns, claim, class, mods...)
+	create(t, hostClient().CoreV1().Pods(ns).Create, podWithClaim(ns, pod, claim))
+}
+
+// makeClaim creates in ns a 1Gi claim of class; mods change it.
+func makeClaim(t *testing.T, ns, name, class string, mods ...func(*corev1.PersistentVolumeClaim)) {
+	t.Helper()
+	c := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(class),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	for _, m := range mods {
+		m(c)
+	}
+	create(t, hostClient().CoreV1().PersistentVolumeClaims(ns).Create, c)
+}
+
+// podWithClaim is a pod tolerating the virtual nodes that mounts claim.
+func podWithClaim(ns, name, claim string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{virtualNodeToleration},
+			Containers: []corev1.Container{{Name: "app", Image: "app:1",
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}},
 		},
 	}
 }
@@ -312,24 +355,7 @@ func TestStorageClassMappedPerCluster(t *testing.T) {
 	makeVolumes(t, "beijing", "beijing-disk", 1)
 	withNodeConfig(t, "beijing", "storageClasses: {shared: beijing-disk}")
 	ns := namespace(t)
-	create(t, hostClient().CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To("shared"),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	})
-	create(t, hostClient().CoreV1().Pods(ns).Create, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-		Spec: corev1.PodSpec{
-			Tolerations: []corev1.Toleration{virtualNodeToleration},
-			Containers: []corev1.Container{{Name: "app", Image: "app:1",
-				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
-		},
-	})
+	claimAndPod(t, ns, "data", "app", "shared")
 	eventually(t, 2*time.Minute, "the pod Running in beijing on a beijing-disk volume", func(ctx context.Context) (bool, string, error) {
 		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "app", metav1.GetOptions{})
 		if err != nil || !podReady(p) {
@@ -359,23 +385,7 @@ func TestClaimResize(t *testing.T) {
 	makeStorageClass(t, "hangzhou", memberClient("hangzhou"), "growing", expandable)
 	makeVolumes(t, "hangzhou", "growing", 1)
 	ns := namespace(t)
-	create(t, hostClient().CoreV1().PersistentVolumeClaims(ns).Create, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptr.To("growing"),
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	})
-	create(t, hostClient().CoreV1().Pods(ns).Create, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: ns},
-		Spec: corev1.PodSpec{
-			Tolerations: []corev1.Toleration{virtualNodeToleration},
-			Containers:  []corev1.Container{{Name: "app", Image: "app:1"}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
-		},
-	})
+	claimAndPod(t, ns, "data", "app", "growing")
 	eventually(t, 2*time.Minute, "the claim bound in hangzhou", func(ctx context.Context) (bool, string, error) {
 		s, err := claimOf(ctx, ns, "data")
 		if err != nil {
@@ -500,16 +510,7 @@ func TestDataWaitsForItsCluster(t *testing.T) {
 			}
 		}
 	})
-	c := env.World.Member(home.cluster)
-	if err := c.StopAPIServer(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			_ = c.StartAPIServer(context.Background())
-		}
-	})
+	c, back := goDark(t, home.cluster)
 	eventually(t, 2*time.Minute, "db-0 Terminating, saying it waits for "+home.cluster, func(ctx context.Context) (bool, string, error) {
 		msgs, err := eventsOf(ctx, ns, "db-0", provider.EventWaitingForCluster)
 		if err != nil {
@@ -546,10 +547,7 @@ func TestDataWaitsForItsCluster(t *testing.T) {
 		}
 		return false, fmt.Sprint(msgs), nil
 	})
-	if err := c.StartAPIServer(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	back()
 	// The member's own scheduler, for the tests after this one (see
 	// RestartScheduler).
 	if err := c.RestartScheduler(); err != nil {
@@ -580,4 +578,75 @@ func TestDataWaitsForItsCluster(t *testing.T) {
 	if err := env.WaitNodeReady(t.Context(), home.cluster, time.Minute); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestClaimSelectorsAndSources: a claim with a selector binds in the host
+// (its offers carry the labels it selects) and in the member (whose
+// volumes carry them); a clone of that claim goes to the cluster holding
+// its source's data, cloned there from the source's member copy; a claim
+// restored from a VolumeSnapshot, which no member can read, is refused
+// with an event on the claim, and its pod waits in the host saying why.
+func TestClaimSelectorsAndSources(t *testing.T) {
+	gold := func(v *corev1.PersistentVolume) { v.Labels = map[string]string{"tier": "gold"} }
+	makeStorageClass(t, "host", hostClient(), "tiered")
+	for _, c := range []string{"beijing", "hangzhou", "shenzhen"} {
+		makeStorageClass(t, c, memberClient(c), "tiered")
+		makeVolumes(t, c, "tiered", 2, gold)
+	}
+	ns := namespace(t)
+	claimAndPod(t, ns, "src", "writer", "tiered", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+	})
+	home := ""
+	eventually(t, 2*time.Minute, "writer Running with its claim bound where it runs", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "writer", metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			return false, "not Ready", nil
+		}
+		s, err := claimOf(ctx, ns, "src")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		home = s.cluster
+		return s.hostBound && s.memberBound && s.cluster == p.Spec.NodeName, fmt.Sprintf("%+v", s), nil
+	})
+
+	claimAndPod(t, ns, "copy", "reader", "tiered", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
+	})
+	eventually(t, 2*time.Minute, "reader Running in "+home+" on a clone of src", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "reader", metav1.GetOptions{})
+		if err != nil || !podReady(p) {
+			return false, "not Ready", nil
+		}
+		s, err := claimOf(ctx, ns, "copy")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return s.hostBound && s.memberBound && s.cluster == home && p.Spec.NodeName == home, fmt.Sprintf("on %s, claim %+v", p.Spec.NodeName, s), nil
+	})
+	m, err := memberClient(home).CoreV1().PersistentVolumeClaims(ns).Get(t.Context(), "copy", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Spec.DataSourceRef; r == nil || r.Kind != "PersistentVolumeClaim" || r.Name != "src" {
+		t.Errorf("the member's copy of the clone has data source %+v, want claim src", r)
+	}
+
+	claimAndPod(t, ns, "restored", "restorer", "tiered", func(c *corev1.PersistentVolumeClaim) {
+		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
+	})
+	waitEvent(t, ns, "restored", corev1.EventTypeWarning, provider.EventNotOffered, "VolumeSnapshot nightly is in the host cluster, where no member can read it")
+	eventually(t, time.Minute, "restorer Pending, saying it has no volume", func(ctx context.Context) (bool, string, error) {
+		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "restorer", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "persistent volumes to bind") {
+				return p.Spec.NodeName == "", "", nil
+			}
+		}
+		return false, fmt.Sprintf("on %q, conditions %+v", p.Spec.NodeName, p.Status.Conditions), nil
+	})
 }

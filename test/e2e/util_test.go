@@ -14,9 +14,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/internal/wellknown"
-
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/testworld"
 )
 
 func hostClient() kubernetes.Interface { return env.World.Host().Client() }
@@ -40,6 +40,29 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	})
 	if err != nil {
 		t.Fatalf("%s: %v (last: %s)", what, err, last)
+	}
+}
+
+// goDark stops member cluster name's apiserver. back starts it again; if
+// the test ends first, its cleanup does.
+func goDark(t *testing.T, name string) (c *testworld.Cluster, back func()) {
+	t.Helper()
+	c = env.World.Member(name)
+	if err := c.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = c.StartAPIServer(context.Background())
+		}
+	})
+	return c, func() {
+		t.Helper()
+		if err := c.StartAPIServer(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		restarted = true
 	}
 }
 
