@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test world's binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd, kwok, metrics-server) from the Go module proxy
+# kube-scheduler, kubectl, etcd, kwok, metrics-server, and the
+# apiserver-network-proxy's proxy-server and proxy-agent) from the Go module proxy
 # at pinned versions into a cache keyed by version, and skips whatever is
 # already there. Prints the bin directory of each component on stdout as
 # NAME=DIR lines, and kwok's stage directory as KWOK_STAGES=DIR.
@@ -10,6 +11,7 @@ KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
+KONNECTIVITY_VERSION="${KONNECTIVITY_VERSION:-v0.34.0}"
 CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/testworld"
 
 log() { echo "build-testworld: $*" >&2; }
@@ -182,7 +184,40 @@ build_metrics_server() {
   echo "METRICS_SERVER_BIN=$out/bin"
 }
 
+# build_konnectivity compiles the apiserver-network-proxy (Konnectivity)
+# server and agent, through which the host apiserver reaches the kubelet
+# endpoint of a member that only dials out (pull mode). Its go.mod replaces
+# konnectivity-client with a local directory, so it is built from a module
+# that requires it and replaces that with the published module of the same
+# version, as for Kubernetes above.
+build_konnectivity() {
+  local out="$CACHE/konnectivity-$KONNECTIVITY_VERSION"
+  if [[ -x "$out/bin/proxy-server" && -x "$out/bin/proxy-agent" ]]; then
+    echo "KONNECTIVITY_BIN=$out/bin"; return
+  fi
+  log "building apiserver-network-proxy $KONNECTIVITY_VERSION"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  cat >"$work/go.mod" <<MOD
+module flotilla.local/testworld-konnectivity
+
+go 1.25
+
+require sigs.k8s.io/apiserver-network-proxy $KONNECTIVITY_VERSION
+
+replace sigs.k8s.io/apiserver-network-proxy/konnectivity-client => sigs.k8s.io/apiserver-network-proxy/konnectivity-client $KONNECTIVITY_VERSION
+MOD
+  (cd "$work" &&
+    go get "sigs.k8s.io/apiserver-network-proxy/cmd/server@$KONNECTIVITY_VERSION" "sigs.k8s.io/apiserver-network-proxy/cmd/agent@$KONNECTIVITY_VERSION" >&2 &&
+    mkdir -p "$out/bin.tmp" &&
+    go build -trimpath -ldflags "-s -w" -o "$out/bin.tmp/proxy-server" sigs.k8s.io/apiserver-network-proxy/cmd/server &&
+    go build -trimpath -ldflags "-s -w" -o "$out/bin.tmp/proxy-agent" sigs.k8s.io/apiserver-network-proxy/cmd/agent)
+  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  echo "KONNECTIVITY_BIN=$out/bin"
+}
+
 build_etcd
 build_kwok
 build_metrics_server
+build_konnectivity
 build_kubernetes

@@ -6,9 +6,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v ip >/dev/null 2>&1; then
-  echo "test: installing iproute2 (the test world needs 'ip' to set up its network namespace)" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq iproute2 >&2
+missing=()
+# The test world sets up its network namespaces with ip, and the firewall
+# of a site (a member behind NAT, reachable only outward) with nft.
+command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
+if ((${#missing[@]})); then
+  echo "test: installing ${missing[*]} for the test world's network namespaces" >&2
+  apt-get update -qq >&2 && apt-get install -y -qq "${missing[@]}" >&2
 fi
 
 bash hack/build-testworld.sh >/dev/null

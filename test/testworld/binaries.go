@@ -28,6 +28,11 @@ type Bin struct {
 	Kwok                  string
 	// MetricsServer serves metrics.k8s.io (see World.StartMetricsServers).
 	MetricsServer string
+	// KonnectivityServer and KonnectivityAgent are the
+	// apiserver-network-proxy's proxy-server, beside the host apiserver,
+	// and proxy-agent, in a member that only dials out (pull mode).
+	KonnectivityServer string
+	KonnectivityAgent  string
 	// KwokStages is the directory holding the kwok Stage YAML files that
 	// drive the fake nodes and pods; kwok does nothing without stages.
 	KwokStages string
@@ -61,7 +66,7 @@ func Binaries(ctx context.Context) (Bin, error) {
 			dirs[name] = dir
 		}
 	}
-	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN"} {
+	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
 		if dirs[name] == "" {
 			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
 		}
@@ -75,6 +80,8 @@ func Binaries(ctx context.Context) (Bin, error) {
 		Kwok:                  filepath.Join(dirs["KWOK_BIN"], "kwok"),
 		MetricsServer:         filepath.Join(dirs["METRICS_SERVER_BIN"], "metrics-server"),
 		KwokStages:            dirs["KWOK_STAGES"],
+		KonnectivityServer:    filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-server"),
+		KonnectivityAgent:     filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-agent"),
 	}
 	if err := b.validate(); err != nil {
 		return Bin{}, err
@@ -108,7 +115,8 @@ func RepoRoot() (string, error) {
 // stages, so that a broken cache fails here rather than as a process that
 // dies during Start.
 func (b Bin) validate() error {
-	for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok} {
+	for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok,
+		b.MetricsServer, b.KonnectivityServer, b.KonnectivityAgent} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return fmt.Errorf("test world binary: %w", err)

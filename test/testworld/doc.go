@@ -23,6 +23,11 @@
 //	...
 //	defer w.Stop()
 //
+// A Site (NewSite) is a second network namespace behind a one-way link, as
+// a member behind NAT: its processes reach the world through its gateway,
+// and nothing in the world can open a connection to them. It is where a
+// pull-mode member lives.
+//
 // Each cluster keeps its PKI, kubeconfigs, etcd data and one log per
 // component in its own directory, World.Dir()/<cluster>; errors about a
 // process quote the end of its log.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"testing"
@@ -279,4 +280,77 @@ func BenchmarkStart(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// TestSiteCallsOutOnly: a site reaches the world's listeners through its
+// gateway, and the connection works both ways; the world cannot open a
+// connection to the site, neither to the address its processes advertise
+// (no route) nor to its end of the link (refused by its firewall).
+func TestSiteCallsOutOnly(t *testing.T) {
+	site, err := testworld.NewSite("edge", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := site.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	world, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer world.Close()
+	port := world.Addr().(*net.TCPAddr).Port
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := site.DialContext(ctx, "tcp", net.JoinHostPort(site.Gateway, fmt.Sprint(port)))
+	if err != nil {
+		t.Fatalf("the site cannot reach the world at %s: %v", site.Gateway, err)
+	}
+	defer out.Close()
+	in, err := world.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if got := in.RemoteAddr().(*net.TCPAddr).IP.String(); got != site.LinkAddr {
+		t.Errorf("the site's connection comes from %s, want %s", got, site.LinkAddr)
+	}
+	exchange := func(from, to net.Conn, what string) {
+		t.Helper()
+		_ = to.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := from.Write([]byte(what)); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len(what))
+		if _, err := io.ReadFull(to, buf); err != nil || string(buf) != what {
+			t.Fatalf("sent %q, got %q: %v", what, buf, err)
+		}
+	}
+	exchange(out, in, "site to world")
+	exchange(in, out, "world to site")
+
+	inside, err := site.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inside.Close()
+	sitePort := fmt.Sprint(inside.Addr().(*net.TCPAddr).Port)
+	for _, addr := range []string{site.Addr, site.LinkAddr} {
+		d := net.Dialer{Timeout: 3 * time.Second}
+		if c, err := d.DialContext(t.Context(), "tcp", net.JoinHostPort(addr, sitePort)); err == nil {
+			c.Close()
+			t.Errorf("the world opened a connection to the site at %s", addr)
+		} else {
+			t.Logf("world to site at %s: %v", addr, err)
+		}
+	}
+	// The site's own listener works, from inside.
+	c, err := site.DialContext(ctx, "tcp", net.JoinHostPort(site.Addr, sitePort))
+	if err != nil {
+		t.Fatalf("the site cannot reach its own listener: %v", err)
+	}
+	c.Close()
 }
