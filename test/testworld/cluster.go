@@ -67,16 +67,18 @@ type Cluster struct {
 	// fake nodes' kubelet endpoint; 0 when the cluster has no fake nodes.
 	KwokPort int
 
-	bin        Bin
-	kwokStages []string
-	nodes      []NodeSpec
-	qps        float32
-	burst      int
-	logf       func(string, ...any)
-	pki        *clusterPKI
-	ports      clusterPorts
-	restConfig *rest.Config
-	client     kubernetes.Interface
+	bin         Bin
+	kwokStages  []string
+	nodes       []NodeSpec
+	site        *Site  // nil for a cluster in the world's own network
+	advertiseIP string // AdvertiseIP, or the site's address
+	qps         float32
+	burst       int
+	logf        func(string, ...any)
+	pki         *clusterPKI
+	ports       clusterPorts
+	restConfig  *rest.Config
+	client      kubernetes.Interface
 
 	mu    sync.Mutex
 	procs map[string]*Process
@@ -98,6 +100,8 @@ type clusterParams struct {
 	burst      int
 	ports      *portAllocator
 	logf       func(string, ...any)
+	site       *Site    // the site the cluster runs in, or nil
+	extraIPs   []net.IP // more addresses its apiserver is reached at
 }
 
 // newCluster prepares a cluster's directory, PKI, kubeconfig and ports
@@ -123,6 +127,11 @@ func newCluster(p clusterParams) (*Cluster, error) {
 		burst:       p.burst,
 		logf:        p.logf,
 		procs:       map[string]*Process{},
+		site:        p.site,
+		advertiseIP: AdvertiseIP,
+	}
+	if p.site != nil {
+		c.advertiseIP = p.site.Addr
 	}
 	ports, err := p.ports.allocateN(6)
 	if err != nil {
@@ -133,7 +142,7 @@ func newCluster(p clusterParams) (*Cluster, error) {
 		c.KwokPort = c.ports.kwok
 	}
 	firstServiceIP := net.ParseIP(fmt.Sprintf("10.%d.0.1", 96+p.index))
-	if c.pki, err = newClusterPKI(filepath.Join(dir, "pki"), p.name, firstServiceIP); err != nil {
+	if c.pki, err = newClusterPKI(filepath.Join(dir, "pki"), p.name, firstServiceIP, net.ParseIP(c.advertiseIP), p.extraIPs...); err != nil {
 		return nil, fmt.Errorf("prepare cluster %s: %w", p.name, err)
 	}
 	c.CAFile = c.pki.ca.CertFile
@@ -145,6 +154,11 @@ func newCluster(p clusterParams) (*Cluster, error) {
 		return nil, fmt.Errorf("prepare cluster %s: load admin kubeconfig: %w", p.name, err)
 	}
 	c.restConfig.QPS, c.restConfig.Burst = restQPS, restBurst
+	if c.site != nil {
+		// 127.0.0.1 of the site: only a connection made inside it gets
+		// there (the world cannot reach it).
+		c.restConfig.Dial = c.site.DialContext
+	}
 	if c.client, err = kubernetes.NewForConfig(c.restConfig); err != nil {
 		return nil, fmt.Errorf("prepare cluster %s: admin client: %w", p.name, err)
 	}
@@ -154,7 +168,16 @@ func newCluster(p clusterParams) (*Cluster, error) {
 	return c, nil
 }
 
-// Server returns the apiserver's URL, https://127.0.0.1:<port>.
+// Site returns the site the cluster runs in (a member behind NAT), or nil
+// for a cluster in the world's own network.
+func (c *Cluster) Site() *Site { return c.site }
+
+// AdvertiseAddress is the address the cluster's components advertise:
+// AdvertiseIP, or its site's address.
+func (c *Cluster) AdvertiseAddress() string { return c.advertiseIP }
+
+// Server returns the apiserver's URL, https://127.0.0.1:<port>: in the
+// world's network, or in its site's for a cluster in a site.
 func (c *Cluster) Server() string {
 	return "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(c.ports.apiserver))
 }
@@ -282,6 +305,9 @@ func (c *Cluster) start(ctx context.Context) error {
 // startComponent starts one of the cluster's processes, logging to
 // Dir/<component>.log.
 func (c *Cluster) startComponent(component, path string, args []string) error {
+	if c.site != nil {
+		path, args = c.site.wrap(path, args)
+	}
 	p, err := startProcess(c.Name+"/"+component, filepath.Join(c.Dir, component+".log"), path, args...)
 	if err != nil {
 		return fmt.Errorf("start %s for %s: %w", component, c.Name, err)

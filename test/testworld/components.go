@@ -38,7 +38,7 @@ func (c *Cluster) apiserverArgs() []string {
 		"--secure-port=" + strconv.Itoa(c.ports.apiserver),
 		// Needed inside the namespace, which has no default route to pick
 		// an address from.
-		"--advertise-address=" + AdvertiseIP,
+		"--advertise-address=" + c.advertiseIP,
 		"--service-cluster-ip-range=" + c.ServiceCIDR,
 		"--tls-cert-file=" + p.apiserverCert,
 		"--tls-private-key-file=" + p.apiserverKey,

@@ -57,7 +57,7 @@ func (c *Cluster) kwokArgs() ([]string, error) {
 		// Only our fake nodes: virtual nodes registered later by flotilla
 		// in the same cluster are not kwok's.
 		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=" + kwokNodeValue,
-		"--node-ip=" + AdvertiseIP,
+		"--node-ip=" + c.advertiseIP,
 		"--node-port=" + strconv.Itoa(c.ports.kwok),
 		"--server-address=0.0.0.0:" + strconv.Itoa(c.ports.kwok),
 		"--tls-cert-file=" + c.pki.kwokCert,
@@ -86,9 +86,10 @@ func defaultAllocatable() corev1.ResourceList {
 	}
 }
 
-// fakeNode returns the Node object for spec. Its status carries the
-// resources and addresses, which kwok's node-initialize stage keeps.
-func fakeNode(spec NodeSpec) *corev1.Node {
+// fakeNode returns the Node object for spec, with address ip. Its status
+// carries the resources and addresses, which kwok's node-initialize stage
+// keeps.
+func fakeNode(spec NodeSpec, ip string) *corev1.Node {
 	labels := map[string]string{
 		kwokNodeLabel:          kwokNodeLabelValue,
 		corev1.LabelHostname:   spec.Name,
@@ -121,7 +122,7 @@ func fakeNode(spec NodeSpec) *corev1.Node {
 			// cannot reach a kubelet without an address (no logs, exec,
 			// metrics).
 			Addresses: []corev1.NodeAddress{
-				{Type: corev1.NodeInternalIP, Address: AdvertiseIP},
+				{Type: corev1.NodeInternalIP, Address: ip},
 				{Type: corev1.NodeHostName, Address: spec.Name},
 			},
 		},
@@ -130,7 +131,7 @@ func fakeNode(spec NodeSpec) *corev1.Node {
 
 func (c *Cluster) createNodes(ctx context.Context) error {
 	for _, spec := range c.nodes {
-		_, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec), metav1.CreateOptions{})
+		_, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec, c.advertiseIP), metav1.CreateOptions{})
 		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create fake node %s in %s: %w", spec.Name, c.Name, err)
 		}
@@ -166,7 +167,7 @@ func nodeReady(n *corev1.Node) bool {
 // AddNode adds a fake node to the cluster, as a node autoscaler or an
 // administrator would, and waits until it is Ready.
 func (c *Cluster) AddNode(ctx context.Context, spec NodeSpec) error {
-	if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec), metav1.CreateOptions{}); err != nil {
+	if _, err := c.client.CoreV1().Nodes().Create(ctx, fakeNode(spec, c.advertiseIP), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create fake node %s in %s: %w", spec.Name, c.Name, err)
 	}
 	return c.waitFor(ctx, "node "+spec.Name+" to be Ready", func(ctx context.Context) (bool, error) {

@@ -90,6 +90,9 @@ func (w *World) StartMetricsServers(ctx context.Context, clusters ...string) err
 }
 
 func (w *World) startMetricsServer(ctx context.Context, c *Cluster) error {
+	if c.site != nil {
+		return fmt.Errorf("start metrics-server in %s: not done yet for a cluster behind NAT", c.Name)
+	}
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)

@@ -152,8 +152,11 @@ const (
 )
 
 // newClusterPKI creates a cluster's PKI in dir. firstServiceIP is the
-// ClusterIP of the kubernetes Service, which in-cluster clients dial.
-func newClusterPKI(dir, clusterName string, firstServiceIP net.IP) (*clusterPKI, error) {
+// ClusterIP of the kubernetes Service, which in-cluster clients dial;
+// advertise is the address the cluster's components advertise, and extra
+// are further addresses the apiserver is reached at (the host's, from the
+// sites behind NAT).
+func newClusterPKI(dir, clusterName string, firstServiceIP, advertise net.IP, extra ...net.IP) (*clusterPKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create PKI dir: %w", err)
 	}
@@ -171,7 +174,7 @@ func newClusterPKI(dir, clusterName string, firstServiceIP net.IP) (*clusterPKI,
 		commonName: "kube-apiserver",
 		dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
-		ips:    []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(AdvertiseIP), firstServiceIP},
+		ips:    append([]net.IP{net.ParseIP("127.0.0.1"), advertise, firstServiceIP}, extra...),
 		usages: serverAuth,
 	}); err != nil {
 		return nil, err
@@ -188,7 +191,7 @@ func newClusterPKI(dir, clusterName string, firstServiceIP net.IP) (*clusterPKI,
 	}
 	if p.kwokCert, p.kwokKey, err = p.ca.issueFiles(dir, "kwok-serving", certSpec{
 		commonName: "kwok", dnsNames: []string{"localhost"},
-		ips: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(AdvertiseIP)}, usages: serverAuth,
+		ips: []net.IP{net.ParseIP("127.0.0.1"), advertise}, usages: serverAuth,
 	}); err != nil {
 		return nil, err
 	}

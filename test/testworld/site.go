@@ -39,6 +39,7 @@ type Site struct {
 
 	holder *exec.Cmd // holds the namespace open
 	nsPath string
+	link   string // the world's end of the pair
 }
 
 // Site addresses: site n has 10.251.n.1 on its loopback device and
@@ -81,6 +82,7 @@ func NewSite(name string, n int) (*Site, error) {
 	}
 	s.nsPath = fmt.Sprintf("/proc/%d/ns/net", s.holder.Process.Pid)
 	world, site := fmt.Sprintf("site%dw", n), fmt.Sprintf("site%ds", n)
+	s.link = world
 	pid := fmt.Sprint(s.holder.Process.Pid)
 	steps := [][]string{
 		{ip, "link", "add", world, "type", "veth", "peer", "name", site, "netns", pid},
@@ -109,6 +111,12 @@ func NewSite(name string, n int) (*Site, error) {
 // in is the command line that runs path with args in the site's namespace.
 func (s *Site) in(path string, args ...string) []string {
 	return append([]string{"nsenter", "--net=" + s.nsPath, "--", path}, args...)
+}
+
+// wrap returns the command line that runs path with args in the site.
+func (s *Site) wrap(path string, args []string) (string, []string) {
+	line := s.in(path, args...)
+	return line[0], line[1:]
 }
 
 // Command returns a command that runs path with args in the site.
@@ -181,6 +189,12 @@ func setns(f *os.File) error { return unix.Setns(int(f.Fd()), unix.CLONE_NEWNET)
 func (s *Site) Close() error {
 	if s.holder == nil || s.holder.Process == nil {
 		return nil
+	}
+	// The pair goes now, not when the kernel gets round to the namespace
+	// the holder leaves behind: the next site of that number needs its
+	// names.
+	if ip, err := findIP(); err == nil && s.link != "" {
+		_ = exec.Command(ip, "link", "del", s.link).Run()
 	}
 	_ = s.holder.Process.Kill()
 	_, err := s.holder.Process.Wait()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -353,4 +354,67 @@ func TestSiteCallsOutOnly(t *testing.T) {
 		t.Fatalf("the site cannot reach its own listener: %v", err)
 	}
 	c.Close()
+}
+
+// TestMemberBehindNAT: a member behind NAT runs in its own site. Its fake
+// nodes come up and advertise the site's address; it reaches the host's
+// apiserver at its gateway, with a certificate valid for that address; the
+// host's network cannot reach the member's apiserver at all.
+func TestMemberBehindNAT(t *testing.T) {
+	bin := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w, err := testworld.Start(ctx, testworld.Config{Bin: bin, Logf: t.Logf, Members: []testworld.ClusterConfig{
+		{Name: "edge", BehindNAT: true, Nodes: []testworld.NodeSpec{{Name: "edge-node-1"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	edge := w.Member("edge")
+	site := edge.Site()
+	if site == nil {
+		t.Fatal("the member behind NAT has no site")
+	}
+	nodes, err := edge.Client().CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 1 || !ready(nodes.Items[0].Status.Conditions) || internalIP(nodes.Items[0]) != site.Addr {
+		t.Errorf("edge's nodes: %+v", nodes.Items)
+	}
+
+	// The member reaches the host, as a pull-mode flotilla-node would.
+	u, err := url.Parse(w.Host().Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostFromSite := w.Host().RESTConfig()
+	hostFromSite.Host = "https://" + net.JoinHostPort(site.Gateway, u.Port())
+	hostFromSite.Dial = site.DialContext
+	hc, err := kubernetes.NewForConfig(hostFromSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		t.Errorf("the host's apiserver from edge's site, at %s: %v", hostFromSite.Host, err)
+	}
+
+	// The host cannot reach the member: not at the address it advertises,
+	// not at its end of the link, not at the world's own loopback.
+	m, err := url.Parse(edge.Server())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{site.Addr, site.LinkAddr, "127.0.0.1"} {
+		d := net.Dialer{Timeout: 3 * time.Second}
+		if c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(addr, m.Port())); err == nil {
+			c.Close()
+			t.Errorf("the host's network reached edge's apiserver port at %s", addr)
+		}
+	}
 }

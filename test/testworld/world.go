@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -56,6 +57,10 @@ type ClusterConfig struct {
 	// Nodes are the cluster's fake nodes; node names only need to be
 	// unique within their cluster.
 	Nodes []NodeSpec
+	// BehindNAT runs the cluster in a Site of its own: it reaches the
+	// host (at its site's Gateway), the host cannot reach it. This is
+	// where a pull-mode member lives.
+	BehindNAT bool
 }
 
 // World is a running host cluster with its member clusters and any extra
@@ -67,6 +72,7 @@ type World struct {
 	logf      func(string, ...any)
 	host      *Cluster
 	members   []*Cluster
+	sites     []*Site
 	ports     *portAllocator
 
 	mu      sync.Mutex
@@ -180,11 +186,31 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 			qps: cfg.ClientQPS, burst: cfg.ClientBurst, ports: ports, logf: cfg.Logf,
 		}
 	}
-	if w.host, err = newCluster(params(HostName, 0, cfg.HostNodes)); err != nil {
+	// Sites first: the host's serving certificate names the addresses at
+	// which they reach it.
+	siteOf := map[string]*Site{}
+	var gateways []net.IP
+	for i, m := range cfg.Members {
+		if !m.BehindNAT {
+			continue
+		}
+		s, err := NewSite(m.Name, i+1)
+		if err != nil {
+			return nil, w.startFailed(err)
+		}
+		w.sites = append(w.sites, s)
+		siteOf[m.Name] = s
+		gateways = append(gateways, net.ParseIP(s.Gateway))
+	}
+	hp := params(HostName, 0, cfg.HostNodes)
+	hp.extraIPs = gateways
+	if w.host, err = newCluster(hp); err != nil {
 		return nil, w.startFailed(err)
 	}
 	for i, m := range cfg.Members {
-		c, err := newCluster(params(m.Name, i+1, m.Nodes))
+		p := params(m.Name, i+1, m.Nodes)
+		p.site = siteOf[m.Name]
+		c, err := newCluster(p)
 		if err != nil {
 			return nil, w.startFailed(err)
 		}
@@ -301,6 +327,16 @@ func (w *World) Bin() Bin { return w.bin }
 // it logs to Dir/<name>.log, may be stopped on its own with Process.Stop,
 // and is stopped by World.Stop before the clusters.
 func (w *World) StartProcess(name, path string, args ...string) (*Process, error) {
+	return w.StartSiteProcess(nil, name, path, args...)
+}
+
+// StartSiteProcess is StartProcess for a program that runs in site s (in
+// the world when s is nil): a member's own flotilla-node in pull mode, or
+// its Konnectivity agent.
+func (w *World) StartSiteProcess(s *Site, name, path string, args ...string) (*Process, error) {
+	if s != nil {
+		path, args = s.wrap(path, args)
+	}
 	if name == "" || name != filepath.Base(name) || name == "." || name == ".." {
 		return nil, fmt.Errorf("start process: name %q must be a plain file name", name)
 	}
@@ -343,6 +379,9 @@ func (w *World) Stop() error {
 		}
 		wg.Wait()
 		errs = append(errs, clusterErrs...)
+		for _, s := range w.sites {
+			errs = append(errs, s.Close())
+		}
 		if w.removeDir {
 			if err := os.RemoveAll(w.dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove %s: %w", w.dir, err))
