@@ -72,6 +72,7 @@ type Cluster struct {
 	nodes       []NodeSpec
 	site        *Site  // nil for a cluster in the world's own network
 	advertiseIP string // AdvertiseIP, or the site's address
+	egress      string // the apiserver's egress selector configuration, if any
 	qps         float32
 	burst       int
 	logf        func(string, ...any)
@@ -102,6 +103,9 @@ type clusterParams struct {
 	logf       func(string, ...any)
 	site       *Site    // the site the cluster runs in, or nil
 	extraIPs   []net.IP // more addresses its apiserver is reached at
+	// egressSelectorConfig, for the host with Konnectivity, is its
+	// apiserver's --egress-selector-config-file.
+	egressSelectorConfig string
 }
 
 // newCluster prepares a cluster's directory, PKI, kubeconfig and ports
@@ -129,6 +133,7 @@ func newCluster(p clusterParams) (*Cluster, error) {
 		procs:       map[string]*Process{},
 		site:        p.site,
 		advertiseIP: AdvertiseIP,
+		egress:      p.egressSelectorConfig,
 	}
 	if p.site != nil {
 		c.advertiseIP = p.site.Addr

@@ -29,7 +29,7 @@ func (c *Cluster) etcdArgs() []string {
 
 func (c *Cluster) apiserverArgs() []string {
 	p := c.pki
-	return []string{
+	args := []string{
 		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(c.ports.etcdClient),
 		// 0.0.0.0 is only this world's network namespace: 127.0.0.1 for the
 		// kubeconfigs, AdvertiseIP for anything that follows the
@@ -75,6 +75,10 @@ func (c *Cluster) apiserverArgs() []string {
 		// mode drains ordinary requests and then gives watches 2s.
 		"--shutdown-send-retry-after=true",
 	}
+	if c.egress != "" {
+		args = append(args, "--egress-selector-config-file="+c.egress)
+	}
+	return args
 }
 
 func (c *Cluster) controllerManagerArgs() []string {

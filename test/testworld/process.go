@@ -27,6 +27,9 @@ type Process struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error // set before done is closed
+	// termAgain: the program drains on its first SIGTERM and stops on
+	// the second (a Konnectivity agent), so Stop repeats it.
+	termAgain bool
 }
 
 // startProcess starts path with args, appending its stdout and stderr to
@@ -93,10 +96,26 @@ func (p *Process) Stop() error {
 	if err := syscall.Kill(-pgid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop %s: %w", p.name, err)
 	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopGrace):
+	grace := time.After(stopGrace)
+	var again <-chan time.Time
+	if p.termAgain {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		again = t.C
+	}
+wait:
+	for {
+		select {
+		case <-p.done:
+			return nil
+		case <-again:
+			// Signals of one kind do not queue: one sent before the
+			// first was handled would be lost, so it is sent until the
+			// process is gone.
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		case <-grace:
+			break wait
+		}
 	}
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("stop %s: %w", p.name, err)

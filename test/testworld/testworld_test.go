@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -416,5 +418,89 @@ func TestMemberBehindNAT(t *testing.T) {
 			c.Close()
 			t.Errorf("the host's network reached edge's apiserver port at %s", addr)
 		}
+	}
+}
+
+// TestKonnectivity: with the apiserver-network-proxy, the host apiserver
+// reaches an address of a site behind NAT through that site's agent, and
+// an address of its own network through the default-route agent: a
+// Service proxied by the host to a listener in each answers with that
+// listener's words.
+func TestKonnectivity(t *testing.T) {
+	bin := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	w, err := testworld.Start(ctx, testworld.Config{Bin: bin, Logf: t.Logf, Konnectivity: true, Members: []testworld.ClusterConfig{
+		{Name: "edge", BehindNAT: true},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	up := time.Now()
+	site := w.Member("edge").Site()
+	inSite, err := site.Listen("tcp", net.JoinHostPort(site.Addr, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inWorld, err := net.Listen("tcp", net.JoinHostPort(testworld.AdvertiseIP, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l, words := range map[net.Listener]string{inSite: "from the site", inWorld: "from the world"} {
+		srv := &http.Server{Handler: http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) { fmt.Fprint(rw, words) })}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { srv.Close() })
+	}
+	host := w.Host().Client()
+	for name, l := range map[string]net.Listener{"in-site": inSite, "in-world": inWorld} {
+		addr := l.Addr().(*net.TCPAddr)
+		if _, err := host.CoreV1().Services("default").Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The service proxy goes only to the address of a pod: one that
+		// stands for the listener.
+		pod, err := host.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:       corev1.PodSpec{NodeName: "nowhere", Containers: []corev1.Container{{Name: "c", Image: "c"}}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.PodIP = addr.IP.String()
+		pod.Status.PodIPs = []corev1.PodIP{{IP: addr.IP.String()}}
+		if _, err := host.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The apiserver's service proxy reads Endpoints, not EndpointSlices.
+		if _, err := host.CoreV1().Endpoints("default").Create(ctx, &corev1.Endpoints{ //nolint:staticcheck
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck
+				Addresses: []corev1.EndpointAddress{{IP: addr.IP.String(),
+					TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: name, UID: pod.UID}}},
+				Ports: []corev1.EndpointPort{{Name: "http", Port: int32(addr.Port)}}, //nolint:staticcheck
+			}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string]string{"in-site": "from the site", "in-world": "from the world"} {
+		var got []byte
+		var last error
+		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, last = host.CoreV1().Services("default").ProxyGet("http", name, "http", "/", nil).DoRaw(ctx)
+			return last == nil, nil
+		})
+		if err != nil || string(got) != want {
+			t.Errorf("service %s through the host apiserver: %q, %v (last: %v); want %q", name, got, err, last, want)
+		}
+		t.Logf("service %s answered %q through the host apiserver, %s after the world was up", name, got, time.Since(up).Round(time.Millisecond))
 	}
 }

@@ -46,6 +46,11 @@ type Config struct {
 	StartTimeout time.Duration
 	// Bin gives the binaries; when nil, Start calls Binaries.
 	Bin *Bin
+	// Konnectivity runs the apiserver-network-proxy (see Konnectivity):
+	// the host apiserver reaches nodes, pods and services through it, the
+	// world's own network by a default-route agent, each member behind
+	// NAT by an agent in its site.
+	Konnectivity bool
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -73,6 +78,7 @@ type World struct {
 	host      *Cluster
 	members   []*Cluster
 	sites     []*Site
+	konn      *Konnectivity
 	ports     *portAllocator
 
 	mu      sync.Mutex
@@ -204,6 +210,11 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	}
 	hp := params(HostName, 0, cfg.HostNodes)
 	hp.extraIPs = gateways
+	if cfg.Konnectivity {
+		if w.konn, hp.egressSelectorConfig, err = newKonnectivity(filepath.Join(w.dir, "konnectivity"), ports, gateways); err != nil {
+			return nil, w.startFailed(err)
+		}
+	}
 	if w.host, err = newCluster(hp); err != nil {
 		return nil, w.startFailed(err)
 	}
@@ -233,9 +244,52 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	if err := rootCause(errs); err != nil {
 		return nil, w.startFailed(err)
 	}
+	if w.konn != nil {
+		if err := w.startKonnectivity(ctx); err != nil {
+			return nil, w.startFailed(err)
+		}
+	}
 	w.logf("testworld: %d clusters ready in %.1fs (dir %s)", len(clusters), time.Since(began).Seconds(), w.dir)
 	return w, nil
 }
+
+// startKonnectivity starts the proxy-server and its agents, and waits
+// until every agent is connected.
+func (w *World) startKonnectivity(ctx context.Context) error {
+	if err := w.konn.startServer(w); err != nil {
+		return err
+	}
+	names := []string{DefaultAgent}
+	if err := w.konn.StartAgent(w, DefaultAgent, nil); err != nil {
+		return err
+	}
+	for _, m := range w.members {
+		if m.site != nil {
+			name := AgentOf(m.Name)
+			if err := w.konn.StartAgent(w, name, m.site); err != nil {
+				return err
+			}
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		if err := w.konn.WaitAgentConnected(ctx, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DefaultAgent is the name of the Konnectivity agent of the world's own
+// network; AgentOf names a member's agent.
+const DefaultAgent = "konnectivity-agent"
+
+// AgentOf is the name of the Konnectivity agent in member's site.
+func AgentOf(member string) string { return "konnectivity-agent-" + member }
+
+// Konnectivity returns the world's apiserver-network-proxy, or nil when
+// Config.Konnectivity was not set.
+func (w *World) Konnectivity() *Konnectivity { return w.konn }
 
 // rootCause joins the errors of clusters that failed by themselves, leaving
 // out those that only saw the cancellation caused by another's failure.
