@@ -175,7 +175,16 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 			return nil, fmt.Errorf("host binding for %s: %w", instance, err)
 		}
 	}
+	// A member behind NAT runs its flotilla-node in its site (pull mode):
+	// it reaches the host at the site's gateway, and the host reaches its
+	// kubelet endpoint through the site's Konnectivity agent.
+	site := m.Site()
+	nodeIP := testworld.AdvertiseIP
 	hostKC, err := f.World.Host().UserKubeconfig(HostIdentity(instance))
+	if site != nil {
+		nodeIP = site.Addr
+		hostKC, err = f.World.Host().UserKubeconfigFrom(site, HostIdentity(instance))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +201,7 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	}
 	// The host apiserver verifies kubelet endpoints against the host CA
 	// (--kubelet-certificate-authority), as does the host's metrics-server.
-	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(instance), []net.IP{net.ParseIP(testworld.AdvertiseIP)})
+	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(instance), []net.IP{net.ParseIP(nodeIP)})
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +218,7 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 		"--cluster-name=" + instance,
 		"--host-kubeconfig=" + hostKC,
 		"--member-kubeconfig=" + memberKC,
-		"--node-ip=" + testworld.AdvertiseIP,
+		"--node-ip=" + nodeIP,
 		"--kubelet-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + certFile,
 		"--tls-private-key-file=" + keyFile,
@@ -218,7 +227,7 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	}
 	args = append(append(append(args, f.ExtraArgs...), memberArgs...), extraArgs...)
 	f.args[instance] = args
-	p, err := f.World.StartProcess("flotilla-node-"+instance+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
+	p, err := f.World.StartSiteProcess(site, "flotilla-node-"+instance+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node %s for %s: %w", instance, member, err)
 	}
@@ -236,7 +245,11 @@ func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error)
 	if !ok {
 		return "", fmt.Errorf("flotilla-node for %s was never started", member)
 	}
-	out, err := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...).CombinedOutput()
+	cmd := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
+	if m := f.World.Member(member); m != nil && m.Site() != nil {
+		cmd = m.Site().Command(f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("flotilla-node --remove for %s: %w\n%s", member, err, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,6 +217,20 @@ func (c *Cluster) NodeNames() []string {
 // (in Dir/users). The identity has only the permissions RBAC gives it, plus
 // those of system:authenticated.
 func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) {
+	return c.userKubeconfig(c.Server(), "", user, groups...)
+}
+
+// UserKubeconfigFrom is UserKubeconfig for a program in site s, which
+// reaches this cluster (the host) at its gateway.
+func (c *Cluster) UserKubeconfigFrom(s *Site, user string, groups ...string) (string, error) {
+	u, err := url.Parse(c.Server())
+	if err != nil {
+		return "", err
+	}
+	return c.userKubeconfig("https://"+net.JoinHostPort(s.Gateway, u.Port()), "-from-"+s.Name, user, groups...)
+}
+
+func (c *Cluster) userKubeconfig(server, suffix, user string, groups ...string) (string, error) {
 	if user == "" {
 		return "", fmt.Errorf("user kubeconfig for cluster %s: empty user name", c.Name)
 	}
@@ -230,9 +245,9 @@ func (c *Cluster) UserKubeconfig(user string, groups ...string) (string, error) 
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	name := safeFileName(user) + "-" + hex.EncodeToString(h.Sum(nil))[:8] + ".kubeconfig"
+	name := safeFileName(user) + "-" + hex.EncodeToString(h.Sum(nil))[:8] + suffix + ".kubeconfig"
 	path := filepath.Join(usersDir, name)
-	if err := c.writeUserKubeconfig(path, user, groups...); err != nil {
+	if err := c.writeUserKubeconfigAt(path, server, user, groups...); err != nil {
 		return "", fmt.Errorf("user kubeconfig for %s in %s: %w", user, c.Name, err)
 	}
 	return path, nil
@@ -250,13 +265,17 @@ func safeFileName(s string) string {
 }
 
 func (c *Cluster) writeUserKubeconfig(path, user string, groups ...string) error {
+	return c.writeUserKubeconfigAt(path, c.Server(), user, groups...)
+}
+
+func (c *Cluster) writeUserKubeconfigAt(path, server, user string, groups ...string) error {
 	certPEM, keyPEM, err := c.pki.ca.issue(certSpec{
 		commonName: user, organization: groups, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {
 		return err
 	}
-	return writeKubeconfig(path, c.Name, c.Server(), c.pki.ca.certPEM, user, certPEM, keyPEM)
+	return writeKubeconfig(path, c.Name, server, c.pki.ca.certPEM, user, certPEM, keyPEM)
 }
 
 // start runs the cluster's processes and waits until it is ready: the
