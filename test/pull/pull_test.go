@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -81,6 +82,39 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// runOn creates a pod placed on member's virtual node and waits until it
+// runs there.
+func runOn(t *testing.T, ns, name, member string) *corev1.Pod {
+	t.Helper()
+	host := env.World.Host().Client()
+	if _, err := host.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{wellknown.ClusterLabel: member},
+			Tolerations: []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
+				Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	var last string
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := host.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		pod, last = p, fmt.Sprintf("%s on %q", p.Status.Phase, p.Spec.NodeName)
+		return p.Spec.NodeName == member && podstate.Ready(p), nil
+	}); err != nil {
+		t.Fatalf("%s Running in %s: %v (last: %s)", name, member, err, last)
+	}
+	return pod
+}
+
 func kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Host().KubeconfigPath}, args...)...)
 	cmd.Stdin = stdin
@@ -105,32 +139,7 @@ func TestPullMember(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, member := range []string{near, far} {
-		if _, err := host.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "app-" + member},
-			Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{wellknown.ClusterLabel: member},
-				Tolerations: []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
-					Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}},
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-				Containers:                    []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, member := range []string{near, far} {
-		var last string
-		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := host.CoreV1().Pods(ns).Get(ctx, "app-"+member, metav1.GetOptions{})
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			last = fmt.Sprintf("%s on %q", p.Status.Phase, p.Spec.NodeName)
-			return p.Spec.NodeName == member && podstate.Ready(p), nil
-		}); err != nil {
-			t.Fatalf("app-%s Running in %s: %v (last: %s)", member, member, err, last)
-		}
+		runOn(t, ns, "app-"+member, member)
 	}
 
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -154,5 +163,179 @@ func TestPullMember(t *testing.T) {
 	if c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(site.Addr, strconv.Itoa(env.KubeletPort(far)))); err == nil {
 		c.Close()
 		t.Errorf("the host's network opened a connection to %s's kubelet endpoint", far)
+	}
+}
+
+// TestTunnelComesBack: the Konnectivity agent of the member behind NAT,
+// then the server, are killed and started again. Meanwhile no pod is lost
+// or replaced; afterwards logs and exec reach the member's pod again, by
+// the agent's own reconnection in the server's case.
+func TestTunnelComesBack(t *testing.T) {
+	ctx := t.Context()
+	host := env.World.Host().Client()
+	ns := "tunnel-back"
+	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runOn(t, ns, "app", far)
+	k := env.World.Konnectivity()
+	site := env.World.Member(far).Site()
+	through := func(what string) {
+		t.Helper()
+		began := time.Now()
+		line := "back through the tunnel " + strconv.FormatInt(time.Now().UnixNano(), 36)
+		var out string
+		var err error
+		if werr := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			out, err = kubectl(ctx, strings.NewReader(line+"\n"), "exec", "-i", "-n", ns, pod.Name, "--", "head", "-n", "1")
+			return err == nil && out == line+"\n", nil
+		}); werr != nil {
+			t.Fatalf("exec after %s: %q, %v", what, out, err)
+		}
+		t.Logf("exec works again %s after %s", time.Since(began).Round(time.Millisecond), what)
+	}
+
+	if err := k.Agent(testworld.AgentOf(far)).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kubectl(ctx, nil, "logs", "-n", ns, pod.Name); err == nil {
+		t.Error("kubectl logs reached the member behind NAT with its agent dead")
+	}
+	if err := k.StartAgent(env.World, testworld.AgentOf(far), site); err != nil {
+		t.Fatal(err)
+	}
+	through("the agent was restarted")
+
+	if err := k.Server().Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.RestartServer(env.World); err != nil {
+		t.Fatal(err)
+	}
+	through("the server was restarted (the agents reconnect by themselves)")
+
+	after, err := host.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil || after.UID != pod.UID || !podstate.Ready(after) {
+		t.Errorf("the pod after the outages: %v (uid %v, was %v)", err, after.GetUID(), pod.UID)
+	}
+	if n := restarts(after); n != 0 {
+		t.Errorf("the pod's containers restarted %d times", n)
+	}
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// TestForgedAgentGetsNoTraffic: a site that holds an agent certificate
+// (as any pull-mode member does) claims the address of the member behind
+// NAT, and has that address on its own loopback with a listener on the
+// member's kubelet port. Whatever the server sends it, the host apiserver
+// verifies the kubelet's serving certificate against the host CA, so the
+// forger never completes a handshake: it sees no request, and every exec
+// either reaches the real member or fails.
+func TestForgedAgentGetsNoTraffic(t *testing.T) {
+	ctx := t.Context()
+	host := env.World.Host().Client()
+	ns := "forged-agent"
+	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runOn(t, ns, "app", far)
+	victim := env.World.Member(far).Site()
+
+	evil, err := testworld.NewSite("evil", 99)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = evil.Close() })
+	ip, err := exec.LookPath("ip")
+	if err != nil {
+		ip = "/usr/sbin/ip"
+	}
+	if out, err := evil.Command(ip, "addr", "add", victim.Addr+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	l, err := evil.Listen("tcp", net.JoinHostPort(victim.Addr, strconv.Itoa(env.KubeletPort(far))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var seen bytes.Buffer
+	conns := 0
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns++
+			mu.Unlock()
+			go func() {
+				defer c.Close()
+				// What the caller sends first (a TLS ClientHello, if it is the
+				// apiserver), then the door shuts.
+				_ = c.SetReadDeadline(time.Now().Add(time.Second))
+				b, _ := io.ReadAll(c)
+				mu.Lock()
+				seen.Write(b)
+				mu.Unlock()
+			}()
+		}
+	}()
+	k := env.World.Konnectivity()
+	const forger = "konnectivity-agent-forger"
+	if err := k.StartAgentAs(env.World, forger, evil, "ipv4="+victim.Addr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k.Agent(forger).Kill() })
+	if err := k.WaitAgentConnected(ctx, forger); err != nil {
+		t.Fatal(err)
+	}
+
+	ok, failed := 0, 0
+	for i := range 20 {
+		line := fmt.Sprintf("only for %s %d", far, i)
+		out, err := kubectl(ctx, strings.NewReader(line+"\n"), "exec", "-i", "-n", ns, pod.Name, "--", "head", "-n", "1")
+		switch {
+		case err == nil && out == line+"\n":
+			ok++
+		case err == nil:
+			t.Errorf("exec answered %q, want %q", out, line+"\n")
+		default:
+			failed++
+		}
+	}
+	// With the member's own agent gone, the forger is the only one that
+	// claims the address: every exec goes its way, and fails.
+	if err := k.Agent(testworld.AgentOf(far)).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k.StartAgent(env.World, testworld.AgentOf(far), victim); err != nil {
+			t.Error(err)
+		}
+	})
+	if out, err := kubectl(ctx, strings.NewReader("only for the member\n"), "exec", "-i", "-n", ns, pod.Name, "--", "head", "-n", "1"); err == nil {
+		t.Errorf("exec with only the forger's agent answered %q", out)
+	} else {
+		t.Logf("exec with only the forger's agent: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("20 execs: %d reached %s, %d failed; the forger accepted %d connections, %d bytes", ok, far, failed, conns, seen.Len())
+	if conns == 0 {
+		t.Error("the forger was never sent a connection: the test shows nothing")
+	}
+	for _, secret := range []string{"/exec/", pod.Name, "only for"} {
+		if bytes.Contains(seen.Bytes(), []byte(secret)) {
+			t.Errorf("the forger saw %q", secret)
+		}
 	}
 }

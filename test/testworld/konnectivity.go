@@ -125,14 +125,26 @@ func (k *Konnectivity) startServer(w *World) error {
 // for s nil, in the world, as its default route. name names its process
 // and log. A name already running is stopped first.
 func (k *Konnectivity) StartAgent(w *World, name string, s *Site) error {
+	identifiers := "default-route=true"
+	if s != nil {
+		identifiers = "ipv4=" + s.Addr
+	}
+	return k.StartAgentAs(w, name, s, identifiers)
+}
+
+// StartAgentAs starts an agent in site s (the world for nil) that tells
+// the server it is identifiers (URL-encoded, as proxy-agent takes them):
+// what any holder of an agent certificate can claim, a forger included.
+func (k *Konnectivity) StartAgentAs(w *World, name string, s *Site, identifiers string) error {
 	if old := k.agents[name]; old != nil && old.process != nil {
 		_ = old.process.Stop()
 	}
-	a := &konnectivityAgent{site: s, identifier: "default-route=true"}
+	a := &konnectivityAgent{site: s, identifier: identifiers}
+	// A site reaches AdvertiseIP through its gateway, like any address
+	// of the world's.
 	host := "127.0.0.1"
 	if s != nil {
-		a.identifier = "ipv4=" + s.Addr
-		host = s.Gateway
+		host = AdvertiseIP
 	}
 	p, err := w.ports.allocateN(2)
 	if err != nil {
