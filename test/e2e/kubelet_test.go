@@ -52,14 +52,7 @@ const (
 
 // kubectl runs the test world's kubectl against the host as admin.
 func kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Host().KubeconfigPath}, args...)...)
-	cmd.Stdin = stdin
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errOut.String())
-	}
-	return out.String(), nil
+	return env.World.Kubectl(ctx, stdin, args...)
 }
 
 // TestKubectlTop runs metrics-server in the host and in a member, and reads

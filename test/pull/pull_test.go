@@ -116,14 +116,17 @@ func runOn(t *testing.T, ns, name, member string) *corev1.Pod {
 }
 
 func kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Host().KubeconfigPath}, args...)...)
-	cmd.Stdin = stdin
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	return env.World.Kubectl(ctx, stdin, args...)
+}
+
+// namespace creates host namespace name for a test.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if _, err := env.World.Host().Client().CoreV1().Namespaces().Create(t.Context(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
-	return out.String(), nil
+	return name
 }
 
 // TestPullMember: a pod placed on the member behind NAT runs there, and
@@ -133,11 +136,7 @@ func kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, erro
 // kubelet endpoint.
 func TestPullMember(t *testing.T) {
 	ctx := t.Context()
-	host := env.World.Host().Client()
-	ns := "pull-member"
-	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := namespace(t, "pull-member")
 	for _, member := range []string{near, far} {
 		runOn(t, ns, "app-"+member, member)
 	}
@@ -173,10 +172,7 @@ func TestPullMember(t *testing.T) {
 func TestTunnelComesBack(t *testing.T) {
 	ctx := t.Context()
 	host := env.World.Host().Client()
-	ns := "tunnel-back"
-	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := namespace(t, "tunnel-back")
 	pod := runOn(t, ns, "app", far)
 	k := env.World.Konnectivity()
 	site := env.World.Member(far).Site()
@@ -240,11 +236,7 @@ func restarts(p *corev1.Pod) int32 {
 // either reaches the real member or fails.
 func TestForgedAgentGetsNoTraffic(t *testing.T) {
 	ctx := t.Context()
-	host := env.World.Host().Client()
-	ns := "forged-agent"
-	if _, err := host.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	ns := namespace(t, "forged-agent")
 	pod := runOn(t, ns, "app", far)
 	victim := env.World.Member(far).Site()
 

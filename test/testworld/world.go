@@ -1,14 +1,18 @@
 package testworld
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -369,6 +373,20 @@ func (w *World) Clusters() []*Cluster {
 		return w.Members()
 	}
 	return append([]*Cluster{w.host}, w.members...)
+}
+
+// Kubectl runs the world's kubectl against the host as admin, with stdin
+// (nil for none), and returns its standard output; an error carries its
+// standard error.
+func (w *World) Kubectl(ctx context.Context, stdin io.Reader, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, w.bin.Kubectl, append([]string{"--kubeconfig=" + w.host.KubeconfigPath}, args...)...)
+	cmd.Stdin = stdin
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
 }
 
 // Dir returns the world's directory.
