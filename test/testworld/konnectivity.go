@@ -69,9 +69,9 @@ egressSelections:
 
 // newKonnectivity prepares the server's certificates and the host
 // apiserver's egress selector configuration in dir, returning the
-// configuration's path; gateways are the addresses sites reach the world
-// at.
-func newKonnectivity(dir string, ports *portAllocator, gateways []net.IP) (*Konnectivity, string, error) {
+// configuration's path. Agents in sites dial the server at AdvertiseIP,
+// through their gateway, so its certificate needs no gateway address.
+func newKonnectivity(dir string, ports *portAllocator) (*Konnectivity, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
@@ -87,7 +87,7 @@ func newKonnectivity(dir string, ports *portAllocator, gateways []net.IP) (*Konn
 	k.CAFile = k.ca.CertFile
 	if k.serverCert, k.serverKey, err = k.ca.issueFiles(dir, "server", certSpec{
 		commonName: "konnectivity-server", dnsNames: []string{"localhost"},
-		ips:    append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(AdvertiseIP)}, gateways...),
+		ips:    []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(AdvertiseIP)},
 		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)

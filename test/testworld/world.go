@@ -215,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	hp := params(HostName, 0, cfg.HostNodes)
 	hp.extraIPs = gateways
 	if cfg.Konnectivity {
-		if w.konn, hp.egressSelectorConfig, err = newKonnectivity(filepath.Join(w.dir, "konnectivity"), ports, gateways); err != nil {
+		if w.konn, hp.egressSelectorConfig, err = newKonnectivity(filepath.Join(w.dir, "konnectivity"), ports); err != nil {
 			return nil, w.startFailed(err)
 		}
 	}
