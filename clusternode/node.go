@@ -19,6 +19,17 @@ const (
 	ReasonMemberUnreachable = "MemberUnreachable"
 )
 
+// KubeletAPIUnreachable is the virtual node's condition saying whether the
+// host apiserver reaches its kubelet endpoint, which carries kubectl logs,
+// exec, attach, port-forward and the node's stats. Like a kubelet's
+// pressure conditions it is True when something is wrong. Pods keep being
+// forwarded either way, so it does not touch Ready.
+const (
+	KubeletAPIUnreachable       corev1.NodeConditionType = "KubeletAPIUnreachable"
+	ReasonKubeletAPIReachable                            = "KubeletAPIReachable"
+	ReasonKubeletAPIProbeFailed                          = "KubeletAPIProbeFailed"
+)
+
 // Owner is the identity this virtual node stamps on what it forwards.
 func (c Config) Owner() wellknown.Owner {
 	return wellknown.Owner{Cluster: c.Name, Installation: c.Installation}
@@ -69,6 +80,17 @@ type Snapshot struct {
 	// health checks; Message then says why.
 	Reachable bool
 	Message   string
+	// KubeletAPI, when probed, is whether the host apiserver reached the
+	// kubelet endpoint in its last probes, and if not why.
+	KubeletAPI *Probe
+}
+
+// Probe is the outcome of the last probes of something.
+type Probe struct {
+	// Done is false until the first probe.
+	Done    bool
+	OK      bool
+	Message string
 }
 
 // uniformLabels are the node labels a virtual node copies when all of its
@@ -195,6 +217,19 @@ func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCo
 		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "MemberHasNoDiskPressure"},
 		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "MemberHasSufficientPID"},
 		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "MemberNetworkReady"},
+	}
+	if api := snap.KubeletAPI; api != nil {
+		c := corev1.NodeCondition{Type: KubeletAPIUnreachable, Status: corev1.ConditionFalse, Reason: ReasonKubeletAPIReachable,
+			Message: "the host apiserver reaches this node's kubelet endpoint (logs, exec, attach, port-forward, stats)"}
+		switch {
+		case !api.Done:
+			c.Status, c.Reason = corev1.ConditionUnknown, "KubeletAPINotProbedYet"
+			c.Message = "the kubelet endpoint has not been probed through the host apiserver yet"
+		case !api.OK:
+			c.Status, c.Reason = corev1.ConditionTrue, ReasonKubeletAPIProbeFailed
+			c.Message = "the host apiserver cannot reach this node's kubelet endpoint, so kubectl logs, exec, attach, port-forward and top fail for its pods (they keep running): " + api.Message
+		}
+		conds = append(conds, c)
 	}
 	t := metav1.NewTime(now)
 	for i := range conds {

@@ -41,6 +41,11 @@ type ProviderConfig struct {
 	FailureThreshold int
 	// Debounce coalesces bursts of member changes into one recomputation.
 	Debounce time.Duration
+	// KubeletAPI, when set, probes the kubelet endpoint the way the host
+	// apiserver reaches it, every KubeletAPIInterval; FailureThreshold
+	// failures in a row set the KubeletAPIUnreachable condition.
+	KubeletAPI         HealthChecker
+	KubeletAPIInterval time.Duration
 }
 
 // Provider keeps one virtual node in step with its member: it recomputes the
@@ -58,6 +63,10 @@ type Provider struct {
 	last      *corev1.Node
 	failures  int
 	lastError string
+
+	apiProbed   bool
+	apiFailures int
+	apiError    string
 }
 
 // NewProvider registers the member informers it needs and returns a provider
@@ -77,6 +86,9 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = 500 * time.Millisecond
+	}
+	if cfg.KubeletAPIInterval <= 0 {
+		cfg.KubeletAPIInterval = 30 * time.Second
 	}
 	p := &Provider{
 		cfg:   cfg,
@@ -206,6 +218,9 @@ func (p *Provider) Reachable() bool {
 
 func (p *Provider) buildLocked() *corev1.Node {
 	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError} // as Reachable
+	if p.cfg.KubeletAPI != nil {
+		snap.KubeletAPI = &Probe{Done: p.apiProbed, OK: p.apiFailures < p.cfg.FailureThreshold, Message: p.apiError}
+	}
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
 	snap.Pods, _ = p.pods.List(labels.Everything())
 	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
@@ -222,6 +237,19 @@ func (p *Provider) Run(ctx context.Context) {
 	// process share answers younger than half an interval).
 	health := p.cfg.Clock.NewTimer(p.cfg.HealthInterval)
 	defer health.Stop()
+	// The kubelet endpoint is probed in the background, so that a probe
+	// the network keeps waiting holds up no node update; the next one is
+	// due an interval after it ended. With nothing to probe the nil
+	// channels never fire.
+	var apiTimer clock.Timer
+	var apiDue <-chan time.Time
+	probed := make(chan bool, 1)
+	if p.cfg.KubeletAPI != nil {
+		// The first probe comes soon: the condition is Unknown until then.
+		apiTimer = p.cfg.Clock.NewTimer(min(p.cfg.KubeletAPIInterval, 5*time.Second))
+		defer apiTimer.Stop()
+		apiDue = apiTimer.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,6 +260,14 @@ func (p *Provider) Run(ctx context.Context) {
 			if !changed {
 				// Member changes arrive as events; a check that changes
 				// nothing the node shows needs no rebuild.
+				continue
+			}
+		case <-apiDue:
+			go func() { probed <- p.probeKubeletAPI(ctx) }()
+			continue
+		case changed := <-probed:
+			apiTimer.Reset(p.cfg.KubeletAPIInterval)
+			if !changed {
 				continue
 			}
 		case <-p.dirty:
@@ -267,6 +303,37 @@ func (p *Provider) checkHealth(ctx context.Context) bool {
 		return true
 	}
 	return !reachable && message != p.lastError
+}
+
+// probeKubeletAPI probes the kubelet endpoint once and reports whether that
+// changed what the virtual node shows.
+func (p *Provider) probeKubeletAPI(ctx context.Context) bool {
+	timeout := min(p.cfg.KubeletAPIInterval, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	err := p.cfg.KubeletAPI.Healthy(cctx)
+	cancel()
+	if ctx.Err() != nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ok, message, first := p.apiFailures < p.cfg.FailureThreshold, p.apiError, !p.apiProbed
+	p.apiProbed = true
+	if err != nil {
+		p.apiFailures++
+		p.apiError = err.Error()
+		log.G(ctx).WithError(err).WithField("failures", p.apiFailures).Warn("the host apiserver cannot reach the kubelet endpoint")
+	} else {
+		if !ok {
+			log.G(ctx).Info("the host apiserver reaches the kubelet endpoint again")
+		}
+		p.apiFailures = 0
+		p.apiError = ""
+	}
+	if now := p.apiFailures < p.cfg.FailureThreshold; now != ok || first {
+		return true
+	}
+	return !ok && message != p.apiError
 }
 
 func (p *Provider) publish(ctx context.Context) {

@@ -247,3 +247,70 @@ func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeletAPIProbe: the virtual node says when the host apiserver
+// cannot reach its kubelet endpoint (a tunnel down, a firewall), and why,
+// after FailureThreshold probes in a row, and says so no more once a probe
+// succeeds; Ready, which is about the member, is untouched.
+func TestKubeletAPIProbe(t *testing.T) {
+	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	api := &switchableHealth{}
+	p, err := NewProvider(ProviderConfig{
+		Node:               Config{Name: "far", Installation: "host-1"},
+		Informers:          f,
+		Health:             &switchableHealth{},
+		Clock:              clk,
+		HealthInterval:     testInterval,
+		FailureThreshold:   2,
+		KubeletAPI:         api,
+		KubeletAPIInterval: testInterval,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan *corev1.Node, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go p.Run(ctx)
+	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { published <- n })
+
+	expect := func(what string, status corev1.ConditionStatus, message string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case n := <-published:
+				var api, ready *corev1.NodeCondition
+				for i, c := range n.Status.Conditions {
+					switch c.Type {
+					case KubeletAPIUnreachable:
+						api = &n.Status.Conditions[i]
+					case corev1.NodeReady:
+						ready = &n.Status.Conditions[i]
+					}
+				}
+				if api == nil {
+					t.Fatalf("%s: no %s condition in %v", what, KubeletAPIUnreachable, n.Status.Conditions)
+				}
+				if ready == nil || ready.Status != corev1.ConditionTrue {
+					t.Fatalf("%s: Ready is %v, want True throughout", what, ready)
+				}
+				if api.Status == status && strings.Contains(api.Message, message) {
+					return
+				}
+			case <-time.After(time.Millisecond):
+				if clk.HasWaiters() {
+					clk.Step(testInterval)
+				}
+			case <-deadline:
+				t.Fatalf("%s: no node with %s=%s and message %q published", what, KubeletAPIUnreachable, status, message)
+			}
+		}
+	}
+	expect("start", corev1.ConditionFalse, "reaches this node's kubelet endpoint")
+	api.set(errors.New("No agent available"))
+	expect("tunnel down", corev1.ConditionTrue, "No agent available")
+	api.set(nil)
+	expect("tunnel back", corev1.ConditionFalse, "reaches")
+}

@@ -3,7 +3,7 @@
 # copies, the READMEs) is current and every value is documented, that
 # `helm lint --strict` and `helm template` pass for each chart's
 # ci/*-values.yaml files, that flotilla-node refuses to render without
-# member credentials or with inconsistent values, and that flotilla-policy
+# member (push) or host (pull) credentials or with inconsistent values, and that flotilla-policy
 # renders the names its roles grant. Builds helm and helm-docs
 # first (cached).
 set -euo pipefail
@@ -58,4 +58,10 @@ refuse "not both" --set member.kubeconfig=x --set member.existingSecret=s
 refuse "must be a DNS subdomain" --set member.existingSecret=s --set cluster.name=Beijing_1
 refuse "set these per virtual cluster" -f "$chart/ci/partitions-values.yaml" --set node.region=east
 refuse "virtualClusters[0].name is required" --set member.existingSecret=s --set-json 'virtualClusters=[{"region":"east"}]'
+refuse "want push (installed in the host), pull" --set member.existingSecret=s --set mode=pulll
+refuse "pull mode needs the host cluster's kubeconfig" --set mode=pull
+refuse "not the member's kube-root-ca.crt" --set mode=pull --set host.existingSecret=h
+refuse "konnectivityAgent.proxyServerHost is required" --set mode=pull --set host.existingSecret=h --set kubelet.clientCA.configMap=host-ca
+refuse "konnectivityAgent.tlsSecret is required" --set mode=pull --set host.existingSecret=h --set kubelet.clientCA.configMap=host-ca \
+  --set konnectivityAgent.proxyServerHost=k
 echo "verify-charts: ok" >&2

@@ -46,40 +46,41 @@ import (
 )
 
 type options struct {
-	clusterName      string
-	configFile       string
-	installation     string
-	hostKubeconfig   string
-	memberKubeconfig string
-	nodeIP           string
-	listenPort       int
-	tlsCertFile      string
-	tlsKeyFile       string
-	clientCAFile     string
-	nodeLabels       map[string]string
-	region           string
-	zone             string
-	providerName     string
-	hostQPS          float32
-	hostBurst        int
-	memberQPS        float32
-	memberBurst      int
-	podWorkers       int
-	statusWorkers    int
-	healthInterval   time.Duration
-	healthFailures   int
-	syncTimeout      time.Duration
-	logLevel         string
-	logFormat        string
-	profilingAddress string
-	anonymousAuth    bool
-	remove           bool
-	leaderElect      bool
-	leaderNamespace  string
-	leaseDuration    time.Duration
-	metricsAddress   string
-	tracingEndpoint  string
-	tracingSampling  float64
+	clusterName             string
+	configFile              string
+	installation            string
+	hostKubeconfig          string
+	memberKubeconfig        string
+	nodeIP                  string
+	listenPort              int
+	tlsCertFile             string
+	tlsKeyFile              string
+	clientCAFile            string
+	nodeLabels              map[string]string
+	region                  string
+	zone                    string
+	providerName            string
+	hostQPS                 float32
+	hostBurst               int
+	memberQPS               float32
+	memberBurst             int
+	podWorkers              int
+	statusWorkers           int
+	healthInterval          time.Duration
+	kubeletAPIProbeInterval time.Duration
+	healthFailures          int
+	syncTimeout             time.Duration
+	logLevel                string
+	logFormat               string
+	profilingAddress        string
+	anonymousAuth           bool
+	remove                  bool
+	leaderElect             bool
+	leaderNamespace         string
+	leaseDuration           time.Duration
+	metricsAddress          string
+	tracingEndpoint         string
+	tracingSampling         float64
 }
 
 func main() {
@@ -89,14 +90,14 @@ func main() {
 	}
 }
 
-func parseFlags() (*options, error) {
+func parseFlags(args []string) (*options, error) {
 	o := &options{}
 	fs := pflag.NewFlagSet("flotilla-node", pflag.ContinueOnError)
 	fs.StringVar(&o.clusterName, "cluster-name", "", "name of the member cluster; also the virtual node's name unless --config splits the member (required)")
 	fs.StringVar(&o.configFile, "config", "", "NodeConfig file (apiVersion flotilla.io/v1alpha1) splitting the member into label-partitioned virtual clusters; without it the whole member is one virtual node")
 	fs.StringVar(&o.installation, "installation-id", "", "identity of this flotilla installation, written on every member object it creates so that hosts sharing a member never touch each other's objects (default: the UID of the host's kube-system namespace)")
-	fs.StringVar(&o.hostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration")
-	fs.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "kubeconfig of the member cluster (required)")
+	fs.StringVar(&o.hostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration (push mode: flotilla-node runs in the host)")
+	fs.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "kubeconfig of the member cluster; empty means the in-cluster configuration (pull mode: flotilla-node runs in the member), allowed only with --host-kubeconfig")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "address the host apiserver uses to reach this process's kubelet endpoint; must not be loopback (default: first non-loopback address)")
 	fs.IntVar(&o.listenPort, "kubelet-port", 10250, "port of the kubelet endpoint (logs, exec, attach); with several virtual clusters the first, the others counting up unless set in --config")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
@@ -119,6 +120,7 @@ func parseFlags() (*options, error) {
 	fs.IntVar(&o.statusWorkers, "status-sync-workers", 16, "workers that push member pod status to the host, shared equally by the virtual clusters (each gets at least 2)")
 	fs.DurationVar(&o.healthInterval, "member-health-interval", 5*time.Second, "how often the member apiserver's /readyz is checked")
 	fs.IntVar(&o.healthFailures, "member-failure-threshold", 2, "failed health checks in a row after which the virtual node turns NotReady (grace period = interval x threshold)")
+	fs.DurationVar(&o.kubeletAPIProbeInterval, "kubelet-api-probe-interval", 30*time.Second, "how often each virtual node's kubelet endpoint is probed through the host apiserver (nodes/<node>/proxy/healthz), as kubectl logs and exec reach it; --member-failure-threshold failures in a row set the node's KubeletAPIUnreachable condition; 0 disables the probe")
 	fs.DurationVar(&o.syncTimeout, "member-sync-timeout", 30*time.Second, "how long to wait for the member's caches before registering the node anyway (NotReady)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -126,14 +128,16 @@ func parseFlags() (*options, error) {
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "0", "host:port serving Prometheus metrics at /metrics (e.g. :8080); 0 disables them")
 	fs.StringVar(&o.tracingEndpoint, "tracing-endpoint", "", "OTLP/gRPC collector receiving traces, as http://host:port (plaintext) or https://host:port; empty: the OTEL_EXPORTER_OTLP_ENDPOINT variable, and without it no tracing")
 	fs.Float64Var(&o.tracingSampling, "tracing-sampling-ratio", 0.1, "fraction of traces recorded when tracing (0 to 1); a forwarded pod's spans are kept or dropped together")
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	switch {
 	case o.clusterName == "":
 		return nil, errors.New("--cluster-name is required")
-	case o.memberKubeconfig == "":
-		return nil, errors.New("--member-kubeconfig is required")
+	case o.memberKubeconfig == "" && o.hostKubeconfig == "":
+		// Both in-cluster would make the cluster flotilla-node runs in a
+		// member of itself.
+		return nil, errors.New("--member-kubeconfig or --host-kubeconfig is required: flotilla-node runs either in the host (push mode, given --member-kubeconfig) or in the member (pull mode, given --host-kubeconfig)")
 	case (o.tlsCertFile == "") != (o.tlsKeyFile == ""):
 		return nil, errors.New("--tls-cert-file and --tls-private-key-file must be given together")
 	case o.profilingAddress != "" && !isLoopbackAddress(o.profilingAddress):
@@ -156,7 +160,7 @@ func setupLogging(o *options) error {
 }
 
 func run() error {
-	o, err := parseFlags()
+	o, err := parseFlags(os.Args[1:])
 	if err != nil {
 		return err
 	}
@@ -187,7 +191,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	memberCfg, err := kubeconfig.Load("member", o.memberKubeconfig, false, o.memberQPS, o.memberBurst)
+	memberCfg, err := kubeconfig.Load("member", o.memberKubeconfig, true, o.memberQPS, o.memberBurst)
 	if err != nil {
 		return err
 	}
@@ -242,24 +246,25 @@ func run() error {
 		defer stop()
 	}
 	cfg := agent.Config{
-		HostClient:       hostClient,
-		HostConfig:       hostCfg,
-		MemberClient:     memberClient,
-		MemberConfig:     memberCfg,
-		Installation:     installation,
-		VirtualClusters:  virtualClusters,
-		NodeIP:           nodeIP,
-		KubeletVersion:   memberVersion(ctx, memberClient),
-		ServingCert:      serving,
-		Auth:             func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
-		Kubelet:          kubelet(installation, memberMetrics),
-		PodWorkers:       o.podWorkers,
-		StatusWorkers:    o.statusWorkers,
-		HealthInterval:   o.healthInterval,
-		FailureThreshold: o.healthFailures,
-		SyncTimeout:      o.syncTimeout,
-		Metrics:          nodeMetrics,
-		Registerer:       registerer(reg),
+		HostClient:              hostClient,
+		HostConfig:              hostCfg,
+		MemberClient:            memberClient,
+		MemberConfig:            memberCfg,
+		Installation:            installation,
+		VirtualClusters:         virtualClusters,
+		NodeIP:                  nodeIP,
+		KubeletVersion:          memberVersion(ctx, memberClient),
+		ServingCert:             serving,
+		Auth:                    func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
+		Kubelet:                 kubelet(installation, memberMetrics),
+		PodWorkers:              o.podWorkers,
+		StatusWorkers:           o.statusWorkers,
+		HealthInterval:          o.healthInterval,
+		FailureThreshold:        o.healthFailures,
+		KubeletAPIProbeInterval: o.kubeletAPIProbeInterval,
+		SyncTimeout:             o.syncTimeout,
+		Metrics:                 nodeMetrics,
+		Registerer:              registerer(reg),
 	}
 	if o.leaderElect {
 		id, _ := os.Hostname()

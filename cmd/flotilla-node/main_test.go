@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,28 @@ func TestConfigWithOnlyPlacement(t *testing.T) {
 	}
 	if _, err := loadVirtualClusters(&options{configFile: split, clusterName: "m", listenPort: 10250, providerName: "tencent"}); err == nil {
 		t.Error("--provider with virtual clusters in --config was accepted")
+	}
+}
+
+// TestPullModeFlags: flotilla-node runs in the host (member kubeconfig
+// given) or in the member (host kubeconfig given), never with both
+// in-cluster, which would make a cluster a member of itself.
+func TestPullModeFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{args: []string{"--cluster-name=far", "--member-kubeconfig=m"}},
+		{args: []string{"--cluster-name=far", "--host-kubeconfig=h"}},
+		{args: []string{"--cluster-name=far", "--host-kubeconfig=h", "--member-kubeconfig=m"}},
+		{args: []string{"--cluster-name=far"}, wantErr: "--member-kubeconfig or --host-kubeconfig is required"},
+	} {
+		_, err := parseFlags(tc.args)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%v: %v", tc.args, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.wantErr)
+		}
 	}
 }

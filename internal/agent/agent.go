@@ -79,6 +79,11 @@ type Config struct {
 	StatusWorkers    int
 	HealthInterval   time.Duration
 	FailureThreshold int
+	// KubeletAPIProbeInterval, when positive, is how often each virtual
+	// node's kubelet endpoint is probed through the host apiserver's node
+	// proxy, the way kubectl logs and exec reach it (see
+	// clusternode.KubeletAPIUnreachable).
+	KubeletAPIProbeInterval time.Duration
 	// Health, when set, replaces the member's /readyz as the health check.
 	Health clusternode.HealthChecker
 	// BindAddress is where the kubelet endpoints listen (default: every
@@ -258,10 +263,12 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 			KubeletVersion: cfg.KubeletVersion,
 			Grow:           growShapes(vc.Placement),
 		},
-		Informers:        member,
-		Health:           health,
-		HealthInterval:   cfg.HealthInterval,
-		FailureThreshold: cfg.FailureThreshold,
+		Informers:          member,
+		Health:             health,
+		HealthInterval:     cfg.HealthInterval,
+		FailureThreshold:   cfg.FailureThreshold,
+		KubeletAPI:         kubeletAPIProbe(cfg, vc.Name),
+		KubeletAPIInterval: cfg.KubeletAPIProbeInterval,
 	})
 	if err != nil {
 		return nil, err
@@ -337,6 +344,8 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		return nil, fmt.Errorf("kubelet endpoint of virtual node %s: %w", vc.Name, err)
 	}
 	mux := http.NewServeMux()
+	// What the kubelet API probe asks for, through the host apiserver.
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
 		RunInContainer:    kubelet.RunInContainer,
 		AttachToContainer: kubelet.AttachToContainer,

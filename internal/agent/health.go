@@ -2,9 +2,16 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/clusternode"
@@ -79,4 +86,49 @@ func (h *sharedHealth) Healthy(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.err
+}
+
+// kubeletAPI probes a virtual node's kubelet endpoint through the host
+// apiserver's node proxy (GET nodes/<node>/proxy/healthz), the path
+// kubectl logs, exec and metrics-server's scrapes take: through a
+// Konnectivity tunnel in pull mode, across whatever firewall lies between
+// in push mode. flotilla-node may proxy to its own nodes only (see
+// config/rbac/host-node-clusterrole.yaml).
+type kubeletAPI struct {
+	client kubernetes.Interface
+	node   string
+}
+
+// kubeletAPIProbe returns the probe of virtual node name's kubelet
+// endpoint, or nil when cfg does not ask for one.
+func kubeletAPIProbe(cfg Config, name string) clusternode.HealthChecker {
+	if cfg.KubeletAPIProbeInterval <= 0 {
+		return nil
+	}
+	return kubeletAPI{client: cfg.HostClient, node: name}
+}
+
+func (k kubeletAPI) Healthy(ctx context.Context) error {
+	body, err := k.client.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", k.node, "proxy", "healthz").DoRaw(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		// The node is not registered yet: nothing to reach.
+		return nil
+	}
+	// The apiserver's generic words ("the server is currently unable to
+	// handle the request") hide the reason, which is in the body: "error
+	// dialing backend: No agent available", say.
+	var status metav1.Status
+	if json.Unmarshal(body, &status) == nil && status.Message != "" {
+		return errors.New(status.Message)
+	}
+	if why := strings.TrimSpace(string(body)); why != "" {
+		if len(why) > 300 {
+			why = why[:300] + "..."
+		}
+		return fmt.Errorf("%w: %s", err, why)
+	}
+	return err
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/test/fleet"
@@ -74,7 +75,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	started := time.Now()
-	if env, err = fleet.Deploy(ctx, w, bin, "--log-level=debug"); err != nil {
+	// The kubelet API is probed every second so that a tunnel down shows
+	// on the virtual node within a few.
+	if env, err = fleet.Deploy(ctx, w, bin, "--log-level=debug", "--kubelet-api-probe-interval=1s"); err != nil {
 		logf("deploy flotilla: %v", err)
 		return 1
 	}
@@ -167,8 +170,10 @@ func TestPullMember(t *testing.T) {
 
 // TestTunnelComesBack: the Konnectivity agent of the member behind NAT,
 // then the server, are killed and started again. Meanwhile no pod is lost
-// or replaced; afterwards logs and exec reach the member's pod again, by
-// the agent's own reconnection in the server's case.
+// or replaced, and the virtual node says the host apiserver cannot reach
+// its kubelet endpoint while it stays Ready; afterwards logs and exec reach
+// the member's pod again, by the agent's own reconnection in the server's
+// case, and the node says so.
 func TestTunnelComesBack(t *testing.T) {
 	ctx := t.Context()
 	host := env.World.Host().Client()
@@ -197,10 +202,12 @@ func TestTunnelComesBack(t *testing.T) {
 	if _, err := kubectl(ctx, nil, "logs", "-n", ns, pod.Name); err == nil {
 		t.Error("kubectl logs reached the member behind NAT with its agent dead")
 	}
+	kubeletAPI(t, corev1.ConditionTrue, "the agent is down")
 	if err := k.StartAgent(env.World, testworld.AgentOf(far), site); err != nil {
 		t.Fatal(err)
 	}
 	through("the agent was restarted")
+	kubeletAPI(t, corev1.ConditionFalse, "the agent is back")
 
 	if err := k.Server().Kill(); err != nil {
 		t.Fatal(err)
@@ -217,6 +224,38 @@ func TestTunnelComesBack(t *testing.T) {
 	if n := restarts(after); n != 0 {
 		t.Errorf("the pod's containers restarted %d times", n)
 	}
+}
+
+// kubeletAPI waits until far's virtual node has condition
+// KubeletAPIUnreachable with status, and checks that it is Ready all the
+// same: pods keep being forwarded.
+func kubeletAPI(t *testing.T, status corev1.ConditionStatus, when string) {
+	t.Helper()
+	var last string
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		n, err := env.World.Host().Client().CoreV1().Nodes().Get(ctx, far, metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		var api, ready corev1.NodeCondition
+		for _, c := range n.Status.Conditions {
+			switch c.Type {
+			case clusternode.KubeletAPIUnreachable:
+				api = c
+			case corev1.NodeReady:
+				ready = c
+			}
+		}
+		last = fmt.Sprintf("%s=%s %q, Ready=%s", api.Type, api.Status, api.Message, ready.Status)
+		if ready.Status != corev1.ConditionTrue {
+			return false, fmt.Errorf("%s is not Ready while %s: %s", far, when, last)
+		}
+		return api.Status == status, nil
+	}); err != nil {
+		t.Fatalf("%s KubeletAPIUnreachable=%s while %s: %v (last: %s)", far, status, when, err, last)
+	}
+	t.Logf("while %s: %s", when, last)
 }
 
 func restarts(p *corev1.Pod) int32 {
@@ -329,5 +368,77 @@ func TestForgedAgentGetsNoTraffic(t *testing.T) {
 		if bytes.Contains(seen.Bytes(), []byte(secret)) {
 			t.Errorf("the forger saw %q", secret)
 		}
+	}
+}
+
+// TestHostComesBack: the host apiserver goes away and comes back. The
+// member behind NAT keeps its pod running throughout, and its flotilla-node,
+// which only ever dials out, reconnects by itself: the virtual node is
+// Ready again with fresh heartbeats, a new pod placed on it runs, and exec
+// reaches the old one, which was neither replaced nor restarted.
+func TestHostComesBack(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t, "host-back")
+	pod := runOn(t, ns, "before", far)
+	member := env.World.Member(far).Client()
+	before, err := member.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostW := env.World.Host()
+	node := env.Node(far)
+	logged, err := os.Stat(node.LogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hostW.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	down := true
+	t.Cleanup(func() {
+		if down {
+			if err := hostW.StartAPIServer(context.Background()); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	// flotilla-node finds the host gone (it says so in its log) while the
+	// member's pod runs on.
+	poll(t, 30*time.Second, "flotilla-node in "+far+" notices the host is gone", func(context.Context) (bool, string) {
+		b, err := os.ReadFile(node.LogPath())
+		if err != nil {
+			return false, err.Error()
+		}
+		return bytes.Contains(b[logged.Size():], []byte("connection refused")), ""
+	})
+	if mp, err := member.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || mp.UID != before.UID || !podstate.Ready(mp) {
+		t.Errorf("the member pod while the host is gone: %v (uid %v, was %v)", err, mp.GetUID(), before.UID)
+	}
+	back := time.Now()
+	if err := hostW.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	down = false
+	host := hostW.Client()
+	poll(t, time.Minute, far+" Ready with a heartbeat after the host came back", func(ctx context.Context) (bool, string) {
+		n, err := host.CoreV1().Nodes().Get(ctx, far, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(back), fmt.Sprintf("%s, heartbeat %s", c.Status, c.LastHeartbeatTime)
+			}
+		}
+		return false, "no Ready condition"
+	})
+	t.Logf("%s Ready again %s after the host apiserver was started", far, time.Since(back).Round(time.Millisecond))
+	runOn(t, ns, "after", far)
+	line := "after the host came back " + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if out, err := kubectl(ctx, strings.NewReader(line+"\n"), "exec", "-i", "-n", ns, pod.Name, "--", "head", "-n", "1"); err != nil || out != line+"\n" {
+		t.Errorf("exec into the old pod: %q, %v", out, err)
+	}
+	if mp, err := member.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || mp.UID != before.UID || restarts(mp) != 0 {
+		t.Errorf("the member pod after the outage: %v (uid %v, was %v; %d restarts)", err, mp.GetUID(), before.UID, restarts(mp))
 	}
 }

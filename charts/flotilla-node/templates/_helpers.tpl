@@ -51,6 +51,51 @@ app.kubernetes.io/part-of: flotilla
 {{- default (include "flotilla-node.fullname" .) .Values.serviceAccount.name }}
 {{- end }}
 
+{{/* The release's mode, checked: push, pull or pullHost. */}}
+{{- define "flotilla-node.mode" -}}
+{{- $mode := default "push" .Values.mode }}
+{{- if not (has $mode (list "push" "pull" "pullHost")) }}
+{{- fail (printf "mode %q: want push (installed in the host), pull (installed in the member) or pullHost (the host side of a pull release)" $mode) }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/* The Secret holding the host kubeconfig (pull mode), and its key. */}}
+{{- define "flotilla-node.hostSecretName" -}}
+{{- if and .Values.host.kubeconfig .Values.host.existingSecret }}
+{{- fail "set host.kubeconfig or host.existingSecret, not both" }}
+{{- else if .Values.host.existingSecret }}
+{{- .Values.host.existingSecret }}
+{{- else if .Values.host.kubeconfig }}
+{{- printf "%s-host-kubeconfig" (include "flotilla-node.fullname" .) | trunc 253 }}
+{{- else }}
+{{- fail "pull mode needs the host cluster's kubeconfig: --set-file host.kubeconfig=<file>, or --set host.existingSecret=<Secret with key kubeconfig>; a pullHost release in the host gives the identity to build it from" }}
+{{- end }}
+{{- end }}
+
+{{- define "flotilla-node.hostSecretKey" -}}
+{{- if .Values.host.existingSecret }}{{ .Values.host.existingSecretKey }}{{ else }}kubeconfig{{ end }}
+{{- end }}
+
+{{/*
+The ConfigMap and key of the CA that signs the host apiserver's kubelet
+client certificate, or nothing for bearer tokens only. In pull mode the
+member's kube-root-ca.crt is the wrong CA, so it is refused.
+*/}}
+{{- define "flotilla-node.clientCA" -}}
+{{- $ca := .Values.kubelet.clientCA }}
+{{- if $ca.caCert }}
+{{- toJson (dict "configMap" (printf "%s-client-ca" (include "flotilla-node.fullname" .)) "key" "ca.crt") }}
+{{- else if $ca.configMap }}
+{{- if and (eq (include "flotilla-node.mode" .) "pull") (eq $ca.configMap "kube-root-ca.crt") }}
+{{- fail "pull mode: kubelet.clientCA must be the host's CA (the one that signs the host apiserver's --kubelet-client-certificate), not the member's kube-root-ca.crt: --set-file kubelet.clientCA.caCert=<host CA>, or --set kubelet.clientCA.configMap=<ConfigMap of yours>" }}
+{{- end }}
+{{- toJson (dict "configMap" $ca.configMap "key" $ca.key) }}
+{{- else }}
+{{- toJson dict }}
+{{- end }}
+{{- end }}
+
 {{/* The Secret holding the member kubeconfig, and its key. */}}
 {{- define "flotilla-node.memberSecretName" -}}
 {{- if and .Values.member.kubeconfig .Values.member.existingSecret }}
