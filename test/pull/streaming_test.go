@@ -1,0 +1,303 @@
+package pull_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/testworld"
+)
+
+// TestPullStreaming: the kubelet API's long-lived streams reach a pod of the
+// member behind NAT through the tunnel as they reach a pod of a member in
+// the host's network: kubectl logs -f sees a line written after it
+// started, exec gets a TTY of the size asked for, attach sees the
+// container's output, and port-forward round-trips bytes on two
+// connections.
+func TestPullStreaming(t *testing.T) {
+	ns := namespace(t, "pull-streaming")
+	pod := runOn(t, ns, "streams", far)
+	member := env.World.Member(far)
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+
+	t.Run("logs -f", func(t *testing.T) {
+		out := startKubectl(t, "logs", "-n", ns, pod.Name, "-f", "--tail=1")
+		n := 0
+		// A line written before the stream reached the end of the file is
+		// not new to it; keep writing until one comes through.
+		poll(t, 30*time.Second, "a line written after kubectl logs -f started", func(context.Context) (bool, string) {
+			if regexp.MustCompile(`follow \d+ ` + id).MatchString(out.String()) {
+				return true, ""
+			}
+			n++
+			if err := member.AppendKwokLog("app", false, time.Now(), fmt.Sprintf("follow %d %s", n, id)); err != nil {
+				t.Fatal(err)
+			}
+			return false, out.String()
+		})
+	})
+
+	t.Run("exec with a TTY", func(t *testing.T) {
+		// kubectl only allocates a TTY on a terminal; do what it does then.
+		req := env.World.Host().Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).
+			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+			Container: "app",
+			// The size arrives on its own stream; wait for it. kwok drops
+			// TTY output not yet relayed when the command exits, hence the
+			// final sleep.
+			Command: []string{"sh", "-c", `while [ "$(stty size)" = "0 0" ]; do sleep 0.1; done; stty size; test -t 0 && echo tty; sleep 1`},
+			Stdin:   true, Stdout: true, TTY: true,
+		}, scheme.ParameterCodec)
+		executor, err := remotecommand.NewWebSocketExecutor(env.World.Host().RESTConfig(), http.MethodGet, req.URL().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		stdin, stdinW := io.Pipe()
+		defer stdinW.Close()
+		var out syncBuffer
+		err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{
+			Stdin: stdin, Stdout: &out, Tty: true,
+			TerminalSizeQueue: &oneSize{ctx: ctx, size: remotecommand.TerminalSize{Width: 91, Height: 27}},
+		})
+		if err != nil {
+			t.Fatalf("exec with a TTY: %v (output %q)", err, out.String())
+		}
+		if got := out.String(); !strings.Contains(got, "27 91") || !strings.Contains(got, "tty") {
+			t.Errorf("exec with a 91x27 TTY printed %q, want the size 27 91 and tty", got)
+		}
+	})
+
+	t.Run("attach", func(t *testing.T) {
+		out := startKubectl(t, "attach", "-n", ns, pod.Name, "-c", "app")
+		n := 0
+		poll(t, 30*time.Second, "output written after kubectl attach started", func(context.Context) (bool, string) {
+			if regexp.MustCompile(`attached \d+ ` + id).MatchString(out.String()) {
+				return true, ""
+			}
+			n++
+			if err := member.AppendKwokLog("app", false, time.Now(), fmt.Sprintf("attached %d %s", n, id)); err != nil {
+				t.Fatal(err)
+			}
+			return false, out.String()
+		})
+	})
+
+	t.Run("port-forward", func(t *testing.T) {
+		// kwok in the site sends every forwarded port to this address of
+		// the world's, which the site reaches through its gateway.
+		l, err := net.Listen("tcp", net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(testworld.KwokPortForwardPort)))
+		if err != nil {
+			t.Fatalf("listen where kwok forwards to: %v", err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go serveEcho(l)
+		out := startKubectl(t, "port-forward", "-n", ns, "pod/"+pod.Name, ":8080")
+		forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
+		var local string
+		poll(t, 30*time.Second, "kubectl port-forward to listen", func(context.Context) (bool, string) {
+			m := forwarding.FindStringSubmatch(out.String())
+			if m == nil {
+				return false, out.String()
+			}
+			local = net.JoinHostPort("127.0.0.1", m[1])
+			return true, ""
+		})
+		for i := range 2 {
+			msg := fmt.Sprintf("ping %d through the tunnel", i)
+			conn, err := net.DialTimeout("tcp", local, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+			if _, err := fmt.Fprintln(conn, msg); err != nil {
+				t.Fatal(err)
+			}
+			reply, err := bufio.NewReader(conn).ReadString('\n')
+			conn.Close()
+			if err != nil {
+				t.Fatalf("read reply %d: %v", i, err)
+			}
+			if want := "echo: " + msg + "\n"; reply != want {
+				t.Errorf("reply %d = %q, want %q", i, reply, want)
+			}
+		}
+	})
+}
+
+// TestDeploymentOverPushAndPull: one Deployment spread evenly over the
+// member the host reaches and the member behind NAT runs all its replicas,
+// half in each member, and the logs of each replica come back from where
+// it runs.
+func TestDeploymentOverPushAndPull(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t, "push-and-pull")
+	host := env.World.Host().Client()
+	labels := map[string]string{"app": "web"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](4),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
+						Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}},
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+							MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{near, far}}},
+						}}},
+					}},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: wellknown.ClusterLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers:                    []corev1.Container{{Name: "app", Image: "nginx:1.27", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}},
+				},
+			},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}},
+		},
+	}
+	if _, err := host.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	poll(t, time.Minute, "4 replicas Ready, 2 in each member", func(ctx context.Context) (bool, string) {
+		list, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err.Error()
+		}
+		per := map[string]int{}
+		ready := 0
+		for _, p := range list.Items {
+			per[p.Spec.NodeName]++
+			if podstate.Ready(&p) {
+				ready++
+			}
+		}
+		pods = list.Items
+		return ready == 4 && per[near] == 2 && per[far] == 2, fmt.Sprintf("%d Ready, per node %v", ready, per)
+	})
+	if got, err := host.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil || got.Status.AvailableReplicas != 4 {
+		t.Errorf("the Deployment has %d replicas available (%v), want 4", got.Status.AvailableReplicas, err)
+	}
+	id := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for _, member := range []string{near, far} {
+		if err := env.World.Member(member).AppendKwokLog("app", false, time.Now(), "served from "+member+" "+id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range pods {
+		// Every replica's member pod is really in that member.
+		mp, err := env.World.Member(p.Spec.NodeName).Client().CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil || !podstate.Ready(mp) {
+			t.Errorf("member pod of %s in %s: %v", p.Name, p.Spec.NodeName, err)
+		}
+		out, err := kubectl(ctx, nil, "logs", "-n", ns, p.Name, "--tail=1")
+		if want := "served from " + p.Spec.NodeName + " " + id + "\n"; err != nil || out != want {
+			t.Errorf("kubectl logs %s (in %s) = %q, %v; want %q", p.Name, p.Spec.NodeName, out, err, want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a command writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startKubectl starts a long-running kubectl (logs -f, attach,
+// port-forward) against the host whose stdout the test watches; it is
+// stopped at the end of the test.
+func startKubectl(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Host().KubeconfigPath}, args...)...)
+	out, errOut := &syncBuffer{}, &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errOut
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start kubectl %s: %v", strings.Join(args, " "), err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("kubectl %s stderr:\n%s", strings.Join(args, " "), errOut.String())
+		}
+	})
+	return out
+}
+
+// oneSize reports one terminal size, then none until ctx ends.
+type oneSize struct {
+	ctx  context.Context
+	size remotecommand.TerminalSize
+	sent bool
+}
+
+func (q *oneSize) Next() *remotecommand.TerminalSize {
+	if !q.sent {
+		q.sent = true
+		return &q.size
+	}
+	<-q.ctx.Done()
+	return nil
+}
+
+// serveEcho answers every line of every connection with "echo: <line>".
+func serveEcho(l net.Listener) {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer conn.Close()
+			sc := bufio.NewScanner(conn)
+			for sc.Scan() {
+				if _, err := fmt.Fprintf(conn, "echo: %s\n", sc.Text()); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
