@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -25,25 +26,58 @@ import (
 // server's destHost strategy).
 //
 // Agents authenticate to the server with client certificates of a CA of
-// the world's Konnectivity alone.
+// the world's Konnectivity alone, which every pull-mode member holds.
+//
+// The server's frontend, where traffic enters the tunnel, speaks HTTP
+// CONNECT over mutual TLS (proxy-server --mode=http-connect; one mode per
+// server) rather than gRPC over a Unix socket, because two host components
+// need it: the host apiserver (its egress selector's HTTPConnect over TCP)
+// and the host's metrics-server, which scrapes every virtual node's
+// kubelet endpoint itself and, being a client-go program, takes an HTTPS
+// proxy from HTTPS_PROXY. What the frontend allows:
+//
+//   - It listens on 127.0.0.1 of the world only: the sites have loopbacks
+//     of their own and no route to the world's.
+//   - It requires a client certificate of a CA of its own, which issues
+//     exactly two: the host apiserver's and the host metrics-server's.
+//     Neither the host CA, which signs every host user's client
+//     certificate (the admin's included), nor the agents' CA, which every
+//     pull-mode member holds, is trusted there.
+//   - A holder of one of those two certificates can open a TCP connection
+//     to any address an agent claims, and through the default route to
+//     any address of the world: what the host apiserver alone could do
+//     before. What it reaches still authenticates it: a virtual node's
+//     kubelet endpoint checks every request against the host (client
+//     certificates of the host CA, bearer tokens by TokenReview) and
+//     authorizes it by SubjectAccessReview.
+//   - Its serving certificate is issued by the host CA, naming 127.0.0.1:
+//     metrics-server checks it against --kubelet-certificate-authority,
+//     the host CA, which also issues the kubelet endpoints' certificates,
+//     so metrics-server trusts no CA it did not trust before.
 type Konnectivity struct {
-	// Socket is the server's Unix socket, which the host apiserver dials.
-	Socket string
+	// ProxyURL is the frontend, https://127.0.0.1:<port>: the host
+	// apiserver's egress and the host metrics-server's HTTPS_PROXY.
+	ProxyURL string
 	// AgentPort is the port agents dial, on 0.0.0.0 of the world: a site
 	// reaches it at its gateway.
 	AgentPort int
-	// CAFile is the CA of the server's serving certificate and of the
-	// agents' client certificates.
+	// CAFile is the CA of the server's serving certificate toward agents
+	// and of the agents' client certificates.
 	CAFile string
 
-	dir        string
-	ca         *authority
-	serverCert string
-	serverKey  string
-	adminPort  int
-	healthPort int
-	server     *Process
-	agents     map[string]*konnectivityAgent
+	dir          string
+	ca           *authority // agents' side
+	frontendCA   *authority // clients of the frontend
+	serverCert   string     // toward agents
+	serverKey    string
+	frontendCert string // toward the host apiserver and metrics-server
+	frontendKey  string
+	frontendPort int
+	adminPort    int
+	healthPort   int
+	egressConfig string
+	server       *Process
+	agents       map[string]*konnectivityAgent
 }
 
 type konnectivityAgent struct {
@@ -55,32 +89,39 @@ type konnectivityAgent struct {
 }
 
 // egressSelectorConfig sends the host apiserver's cluster egress (nodes,
-// pods, services) to the proxy-server's socket over gRPC.
+// pods, services) to the proxy-server's frontend: HTTP CONNECT over mutual
+// TLS.
 const egressSelectorConfig = `apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
 egressSelections:
 - name: cluster
   connection:
-    proxyProtocol: GRPC
+    proxyProtocol: HTTPConnect
     transport:
-      uds:
-        udsName: %s
+      tcp:
+        url: %s
+        tlsConfig:
+          caBundle: %s
+          clientCert: %s
+          clientKey: %s
 `
 
-// newKonnectivity prepares the server's certificates and the host
-// apiserver's egress selector configuration in dir, returning the
-// configuration's path. Agents in sites dial the server at AdvertiseIP,
-// through their gateway, so its certificate needs no gateway address.
+// newKonnectivity prepares the server's certificates toward agents in dir
+// and returns the path the host apiserver's egress selector configuration
+// will have; prepareFrontend writes it once the host's CA exists. Agents
+// in sites dial the server at AdvertiseIP, through their gateway, so its
+// certificate needs no gateway address.
 func newKonnectivity(dir string, ports *portAllocator) (*Konnectivity, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
-	k := &Konnectivity{dir: dir, Socket: filepath.Join(dir, "konnectivity-server.sock"), agents: map[string]*konnectivityAgent{}}
-	p, err := ports.allocateN(3)
+	k := &Konnectivity{dir: dir, egressConfig: filepath.Join(dir, "egress-selector.yaml"), agents: map[string]*konnectivityAgent{}}
+	p, err := ports.allocateN(4)
 	if err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
-	k.AgentPort, k.adminPort, k.healthPort = p[0], p[1], p[2]
+	k.AgentPort, k.adminPort, k.healthPort, k.frontendPort = p[0], p[1], p[2], p[3]
+	k.ProxyURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(k.frontendPort))
 	if k.ca, err = newAuthority(dir, "ca", "testworld-konnectivity-ca"); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
@@ -92,21 +133,85 @@ func newKonnectivity(dir string, ports *portAllocator) (*Konnectivity, string, e
 	}); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
-	config := filepath.Join(dir, "egress-selector.yaml")
-	if err := os.WriteFile(config, fmt.Appendf(nil, egressSelectorConfig, k.Socket), 0o644); err != nil {
+	if k.frontendCA, err = newAuthority(dir, "frontend-ca", "testworld-konnectivity-frontend-ca"); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
-	return k, config, nil
+	return k, k.egressConfig, nil
+}
+
+// prepareFrontend issues the frontend's serving certificate from the host
+// CA and the host apiserver's client certificate from the frontend's CA,
+// and writes the apiserver's egress selector configuration.
+func (k *Konnectivity) prepareFrontend(host *Cluster) error {
+	var err error
+	if k.frontendCert, k.frontendKey, err = host.pki.ca.issueFiles(k.dir, "frontend", certSpec{
+		commonName: "konnectivity-server", ips: []net.IP{net.ParseIP("127.0.0.1")},
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return fmt.Errorf("konnectivity frontend: %w", err)
+	}
+	cert, key, err := k.frontendClient("kube-apiserver")
+	if err != nil {
+		return err
+	}
+	config := fmt.Appendf(nil, egressSelectorConfig, k.ProxyURL, host.CAFile, cert, key)
+	if err := os.WriteFile(k.egressConfig, config, 0o644); err != nil {
+		return fmt.Errorf("konnectivity: %w", err)
+	}
+	return nil
+}
+
+// frontendClient issues a client certificate of the frontend's CA for
+// client (kube-apiserver, metrics-server) and returns its files. It names
+// no user of any cluster: only the frontend trusts its CA.
+func (k *Konnectivity) frontendClient(client string) (certFile, keyFile string, err error) {
+	certFile, keyFile, err = k.frontendCA.issueFiles(k.dir, "frontend-client-"+client, certSpec{
+		commonName: "konnectivity-client-" + client, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("konnectivity frontend client certificate for %s: %w", client, err)
+	}
+	return certFile, keyFile, nil
+}
+
+// tunneled returns the command line that runs metrics-server (path with
+// args) with its kubelet scrapes going through the frontend: the
+// frontend's client certificate as its kubelet client certificate and the
+// frontend as its HTTPS proxy. env(1) puts the proxy in its environment
+// and execs it, so the process is metrics-server's own.
+func (k *Konnectivity) tunneled(path string, args []string) (string, []string, error) {
+	cert, key, err := k.frontendClient(metricsServerName)
+	if err != nil {
+		return "", nil, err
+	}
+	env, err := exec.LookPath("env")
+	if err != nil {
+		return "", nil, fmt.Errorf("konnectivity: %w", err)
+	}
+	return env, append([]string{
+		"HTTPS_PROXY=" + k.ProxyURL,
+		// Its apiserver, at 127.0.0.1, is reached directly: Go never
+		// proxies a loopback address, and NO_PROXY says so. A real
+		// installation names its apiserver's address (the kubernetes
+		// Service's) here.
+		"NO_PROXY=127.0.0.1,localhost",
+		path,
+		"--kubelet-client-certificate=" + cert,
+		"--kubelet-client-key=" + key,
+	}, args...), nil
 }
 
 // startServer starts the proxy-server in the world.
 func (k *Konnectivity) startServer(w *World) error {
 	var err error
 	k.server, err = w.StartProcess("konnectivity-server", w.bin.KonnectivityServer,
-		"--mode=grpc",
-		"--uds-name="+k.Socket,
-		"--delete-existing-uds-file",
-		"--server-port=0",
+		"--mode=http-connect",
+		"--server-bind-address=127.0.0.1",
+		"--server-port="+strconv.Itoa(k.frontendPort),
+		"--server-cert="+k.frontendCert,
+		"--server-key="+k.frontendKey,
+		// Without it the frontend asks for no client certificate at all.
+		"--server-ca-cert="+k.frontendCA.CertFile,
 		"--agent-port="+strconv.Itoa(k.AgentPort),
 		"--admin-port="+strconv.Itoa(k.adminPort),
 		"--health-port="+strconv.Itoa(k.healthPort),

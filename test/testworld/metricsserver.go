@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,17 +23,37 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 )
 
 // metrics-server runs as a plain process of the world and is registered as
 // the metrics.k8s.io aggregated API of its cluster, the way a cluster add-on
 // is: an APIService pointing at a selector-less Service whose EndpointSlice
-// names AdvertiseIP:<port> (the apiservers route to endpoints directly, see
-// --enable-aggregator-routing). It scrapes every node's kubelet endpoint
-// (kwok's in members, flotilla's virtual nodes in the host), verifying its
-// serving certificate against the cluster CA, under an identity of its own
-// with the upstream metrics-server permissions.
+// names <advertised address>:<port> (the apiservers route to endpoints
+// directly, see --enable-aggregator-routing). It scrapes every node's
+// kubelet endpoint (kwok's in members, flotilla's virtual nodes in the
+// host), verifying its serving certificate against the cluster CA, under an
+// identity of its own with the upstream metrics-server permissions.
+//
+// A member behind NAT runs its metrics-server in its site, at the site's
+// address, beside its apiserver and kwok: flotilla-node, in the site too,
+// reads it there.
+//
+// In a world with Konnectivity the host's metrics-server cannot reach a
+// virtual node of a member behind NAT (its address is the site's), so it
+// scrapes every kubelet endpoint through the Konnectivity frontend, as the
+// host apiserver does (see Konnectivity): HTTPS_PROXY names the frontend,
+// and --kubelet-client-certificate is the frontend's client certificate.
+// Go's transport shakes hands with an HTTPS proxy using the kubelet
+// client's one TLS configuration, so the kubelets are sent that
+// certificate too. A kubelet endpoint (flotilla-node's, like a kubelet's)
+// asks for a client certificate without requiring one and tries its
+// authenticators in turn: the certificate fails against the host CA, and
+// the bearer token passes TokenReview. So this metrics-server is a
+// ServiceAccount, kube-system/metrics-server, with a token, as it is in a
+// real cluster.
 
 // Names of the objects that make up a cluster's metrics-server.
 const (
@@ -40,6 +62,9 @@ const (
 	metricsServerRole      = "testworld:metrics-server"
 	metricsAPIServiceName  = "v1beta1.metrics.k8s.io"
 	metricsServiceHostName = metricsServerName + "." + metav1.NamespaceSystem + ".svc"
+	// metricsServiceAccount (in kube-system) is what the host's
+	// metrics-server is in a world with Konnectivity.
+	metricsServiceAccount = metricsServerName
 )
 
 // MetricsResolution is how often metrics-server scrapes the kubelets, the
@@ -50,9 +75,10 @@ const MetricsResolution = 10 * time.Second
 var apiServiceGVR = schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 
 // MetricsServerUser is the user metrics-server acts as in every cluster,
-// also toward the kubelets it scrapes. Its permissions are upstream
-// metrics-server's: read nodes and pods, get nodes/metrics, delegate
-// authentication and authorization.
+// also toward the kubelets it scrapes, except in the host of a world with
+// Konnectivity, where it is the ServiceAccount kube-system/metrics-server.
+// Its permissions are upstream metrics-server's: read nodes and pods, get
+// nodes/metrics, delegate authentication and authorization.
 func MetricsServerUser() string { return metricsServerUser }
 
 // StartMetricsServers starts a metrics-server for each named cluster (every
@@ -90,9 +116,6 @@ func (w *World) StartMetricsServers(ctx context.Context, clusters ...string) err
 }
 
 func (w *World) startMetricsServer(ctx context.Context, c *Cluster) error {
-	if c.site != nil {
-		return fmt.Errorf("start metrics-server in %s: not done yet for a cluster behind NAT", c.Name)
-	}
 	dyn, err := dynamic.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
@@ -103,10 +126,20 @@ func (w *World) startMetricsServer(ctx context.Context, c *Cluster) error {
 		return nil
 	}
 	began := time.Now()
-	if err := c.grantMetricsServer(ctx); err != nil {
+	tunneled := c == w.host && w.konn != nil
+	subject := rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: metricsServerUser}
+	if tunneled {
+		subject = rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: metav1.NamespaceSystem, Name: metricsServiceAccount}
+	}
+	if err := c.grantMetricsServer(ctx, subject); err != nil {
 		return err
 	}
-	kubeconfig, err := c.UserKubeconfig(metricsServerUser)
+	var kubeconfig string
+	if tunneled {
+		kubeconfig, err = c.serviceAccountKubeconfig(ctx, metricsServiceAccount)
+	} else {
+		kubeconfig, err = c.UserKubeconfig(metricsServerUser)
+	}
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
 	}
@@ -115,33 +148,42 @@ func (w *World) startMetricsServer(ctx context.Context, c *Cluster) error {
 		// The aggregator checks the Service's DNS name even when it dials
 		// the endpoint's address.
 		dnsNames: []string{metricsServiceHostName},
-		ips:      []net.IP{net.ParseIP(AdvertiseIP)},
+		ips:      []net.IP{net.ParseIP(c.advertiseIP)},
 		usages:   []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	})
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
 	}
-	port, err := freeAdvertisedPort()
+	// From the world's allocator even for a site: distinct from the ports
+	// of the site's own apiserver and kwok.
+	port, err := w.ports.allocate()
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
 	}
-	p, err := w.StartProcess(metricsServerName+"-"+c.Name, w.bin.MetricsServer,
-		"--secure-port="+strconv.Itoa(port),
-		"--bind-address="+AdvertiseIP,
-		"--tls-cert-file="+certFile,
-		"--tls-private-key-file="+keyFile,
-		"--kubeconfig="+kubeconfig,
-		"--authentication-kubeconfig="+kubeconfig,
-		"--authorization-kubeconfig="+kubeconfig,
+	path, args := w.bin.MetricsServer, []string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=" + c.advertiseIP,
+		"--tls-cert-file=" + certFile,
+		"--tls-private-key-file=" + keyFile,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
 		"--kubelet-preferred-address-types=InternalIP",
 		// Every kwok node of a cluster, and every virtual node, shares
-		// AdvertiseIP; the port in the node's status tells them apart.
+		// the advertised address; the port in the node's status tells
+		// them apart.
 		"--kubelet-use-node-status-port",
-		"--kubelet-certificate-authority="+c.CAFile,
-		"--metric-resolution="+MetricsResolution.String(),
+		"--kubelet-certificate-authority=" + c.CAFile,
+		"--metric-resolution=" + MetricsResolution.String(),
 		// Must stay under 90% of the resolution.
 		"--kubelet-request-timeout=5s",
-	)
+	}
+	if tunneled {
+		if path, args, err = w.konn.tunneled(path, args); err != nil {
+			return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
+		}
+	}
+	p, err := w.StartSiteProcess(c.site, metricsServerName+"-"+c.Name, path, args...)
 	if err != nil {
 		return fmt.Errorf("start metrics-server in %s: %w", c.Name, err)
 	}
@@ -170,10 +212,41 @@ func (w *World) startMetricsServer(ctx context.Context, c *Cluster) error {
 	return nil
 }
 
-// grantMetricsServer gives metrics-server's identity the permissions of
-// upstream metrics-server's manifests.
-func (c *Cluster) grantMetricsServer(ctx context.Context) error {
-	user := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: metricsServerUser}}
+// serviceAccountKubeconfig writes a kubeconfig for ServiceAccount
+// kube-system/name, with a token as long-lived as the world's
+// certificates, and returns its path (in Dir/users).
+func (c *Cluster) serviceAccountKubeconfig(ctx context.Context, name string) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceSystem}}
+	accounts := c.client.CoreV1().ServiceAccounts(metav1.NamespaceSystem)
+	if _, err := accounts.Create(ctx, sa, metav1.CreateOptions{}); ignoreExists(err) != nil {
+		return "", fmt.Errorf("ServiceAccount %s in %s: %w", name, c.Name, err)
+	}
+	tr, err := accounts.CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(certValidity.Seconds()))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token of ServiceAccount %s in %s: %w", name, c.Name, err)
+	}
+	dir := filepath.Join(c.Dir, "users")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kubeconfig of ServiceAccount %s in %s: %w", name, c.Name, err)
+	}
+	path := filepath.Join(dir, "serviceaccount-"+metav1.NamespaceSystem+"-"+name+".kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.Server(), CertificateAuthorityData: c.pki.ca.certPEM}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: name}
+	cfg.CurrentContext = c.Name
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", fmt.Errorf("kubeconfig of ServiceAccount %s in %s: %w", name, c.Name, err)
+	}
+	return path, nil
+}
+
+// grantMetricsServer gives metrics-server's identity, subject, the
+// permissions of upstream metrics-server's manifests.
+func (c *Cluster) grantMetricsServer(ctx context.Context, subject rbacv1.Subject) error {
+	user := []rbacv1.Subject{subject}
 	role := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsServerRole},
 		Rules: []rbacv1.PolicyRule{
@@ -215,7 +288,8 @@ func (c *Cluster) grantMetricsServer(ctx context.Context) error {
 	return nil
 }
 
-// registerMetricsAPI points the cluster's metrics.k8s.io at AdvertiseIP:port.
+// registerMetricsAPI points the cluster's metrics.k8s.io at port of the
+// cluster's advertised address.
 func (c *Cluster) registerMetricsAPI(ctx context.Context, dyn dynamic.Interface, port int) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem},
@@ -239,7 +313,7 @@ func (c *Cluster) registerMetricsAPI(ctx context.Context, dyn dynamic.Interface,
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{AdvertiseIP},
+			Addresses:  []string{c.advertiseIP},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		}},
 		Ports: []discoveryv1.EndpointPort{{
@@ -297,16 +371,6 @@ func apiServiceAvailable(ctx context.Context, dyn dynamic.Interface) (bool, stri
 		}
 	}
 	return false, "no Available condition yet", nil
-}
-
-// freeAdvertisedPort returns a port nothing listens on at AdvertiseIP.
-func freeAdvertisedPort() (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(AdvertiseIP, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func ignoreExists(err error) error {

@@ -1,7 +1,11 @@
 package testworld_test
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -425,7 +430,9 @@ func TestMemberBehindNAT(t *testing.T) {
 // reaches an address of a site behind NAT through that site's agent, and
 // an address of its own network through the default-route agent: a
 // Service proxied by the host to a listener in each answers with that
-// listener's words.
+// listener's words. The proxy's frontend, which serves the host apiserver
+// with a certificate of the host CA, opens no tunnel for anyone else: not
+// for the host's admin certificate, not without a certificate.
 func TestKonnectivity(t *testing.T) {
 	bin := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -502,5 +509,49 @@ func TestKonnectivity(t *testing.T) {
 			t.Errorf("service %s through the host apiserver: %q, %v (last: %v); want %q", name, got, err, last, want)
 		}
 		t.Logf("service %s answered %q through the host apiserver, %s after the world was up", name, got, time.Since(up).Round(time.Millisecond))
+	}
+
+	// The strongest certificate of the host, and none at all.
+	admin := w.Host().RESTConfig()
+	adminCert, err := tls.X509KeyPair(admin.CertData, admin.KeyData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostCA := x509.NewCertPool()
+	if !hostCA.AppendCertsFromPEM(admin.CAData) {
+		t.Fatal("no host CA in the admin's REST config")
+	}
+	proxy, err := url.Parse(w.Konnectivity().ProxyURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := inSite.Addr().String()
+	for name, cert := range map[string]*tls.Certificate{"the host admin's certificate": &adminCert, "no certificate": {}} {
+		// Sent whatever CAs the server names as acceptable.
+		send := func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return cert, nil }
+		d := tls.Dialer{Config: &tls.Config{RootCAs: hostCA, GetClientCertificate: send}}
+		conn, err := d.DialContext(ctx, "tcp", proxy.Host)
+		var unverified *tls.CertificateVerificationError
+		if errors.As(err, &unverified) {
+			t.Fatalf("the frontend's serving certificate, checked against the host CA: %v", err)
+		} else if err != nil {
+			t.Errorf("dial the frontend with %s: %v", name, err)
+			continue
+		}
+		// TLS 1.3: the server checks the client's certificate after the
+		// client's side of the handshake is done; its refusal comes with
+		// the first read.
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		conn.Close()
+		switch {
+		case err == nil:
+			t.Errorf("the frontend answered CONNECT with %s: %s", name, resp.Status)
+		case !strings.Contains(err.Error(), "certificate"):
+			t.Errorf("the frontend with %s failed, but not for the certificate: %v", name, err)
+		default:
+			t.Logf("frontend with %s: %v", name, err)
+		}
 	}
 }

@@ -51,9 +51,10 @@ type Config struct {
 	// Bin gives the binaries; when nil, Start calls Binaries.
 	Bin *Bin
 	// Konnectivity runs the apiserver-network-proxy (see Konnectivity):
-	// the host apiserver reaches nodes, pods and services through it, the
-	// world's own network by a default-route agent, each member behind
-	// NAT by an agent in its site.
+	// the host apiserver reaches nodes, pods and services through it, and
+	// the host's metrics-server the kubelet endpoints; the world's own
+	// network by a default-route agent, each member behind NAT by an
+	// agent in its site.
 	Konnectivity bool
 	// Logf receives progress messages; nil discards them.
 	Logf func(format string, args ...any)
@@ -221,6 +222,12 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	}
 	if w.host, err = newCluster(hp); err != nil {
 		return nil, w.startFailed(err)
+	}
+	if w.konn != nil {
+		// The frontend's serving certificate is the host CA's.
+		if err := w.konn.prepareFrontend(w.host); err != nil {
+			return nil, w.startFailed(err)
+		}
 	}
 	for i, m := range cfg.Members {
 		p := params(m.Name, i+1, m.Nodes)
