@@ -86,8 +86,10 @@ type Fleet struct {
 	// restarts so that the registered webhooks stay valid.
 	policy     *testworld.Process
 	policyPort int
-	// args are the command lines flotilla-nodes were last started with.
-	args map[string][]string
+	// args are the command lines flotilla-nodes were last started with,
+	// and memberOf the member each instance forwards into.
+	args     map[string][]string
+	memberOf map[string]string
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
@@ -119,7 +121,7 @@ func DeployOnly(ctx context.Context, w *testworld.World, nodeBinary string, memb
 // DeployWith is DeployOnly with arguments for single members' flotilla-nodes.
 func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, members []string, memberArgs map[string][]string, extraArgs ...string) (*Fleet, error) {
 	f := &Fleet{World: w, NodeBinary: nodeBinary, ExtraArgs: extraArgs, MemberArgs: memberArgs,
-		nodes: map[string]*testworld.Process{}, ports: map[string]int{}, args: map[string][]string{}}
+		nodes: map[string]*testworld.Process{}, ports: map[string]int{}, args: map[string][]string{}, memberOf: map[string]string{}}
 	// The policy API is installed first, as the flotilla-policy chart
 	// would be, so that flotilla-node applies override policies from its
 	// start (it also finds an API installed later, within a minute).
@@ -227,6 +229,7 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	}
 	args = append(append(append(args, f.ExtraArgs...), memberArgs...), extraArgs...)
 	f.args[instance] = args
+	f.memberOf[instance] = member
 	p, err := f.World.StartSiteProcess(site, "flotilla-node-"+instance+"-"+strconv.FormatInt(time.Now().UnixNano(), 36), f.NodeBinary, args...)
 	if err != nil {
 		return nil, fmt.Errorf("start flotilla-node %s for %s: %w", instance, member, err)
@@ -235,18 +238,19 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	return p, nil
 }
 
-// RemoveMember runs flotilla-node --remove for member, with the command
-// line its flotilla-node was last started with (stop that one first), and
-// returns its output.
+// RemoveMember runs flotilla-node --remove for member (an instance name),
+// with the command line its flotilla-node was last started with (stop that
+// one first), where that one ran, and returns its output.
 func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error) {
 	f.mu.Lock()
 	args, ok := f.args[member]
+	cluster := f.memberOf[member]
 	f.mu.Unlock()
 	if !ok {
 		return "", fmt.Errorf("flotilla-node for %s was never started", member)
 	}
 	cmd := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
-	if m := f.World.Member(member); m != nil && m.Site() != nil {
+	if m := f.World.Member(cluster); m != nil && m.Site() != nil {
 		cmd = m.Site().Command(f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
 	}
 	out, err := cmd.CombinedOutput()
