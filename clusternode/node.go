@@ -40,6 +40,10 @@ func (c Config) Owner() wellknown.Owner {
 type Config struct {
 	// Name is the virtual node's name, which is also its cluster name.
 	Name string
+	// Member is the member cluster's name (a partition's differs from it)
+	// and Mode how flotilla-node reaches it, push or pull; both are
+	// published on the node when set.
+	Member, Mode string
 	// Installation identifies the host cluster (see wellknown.InstallationLabel).
 	Installation string
 	// Selector picks the member nodes this virtual node stands for; nil means all.
@@ -147,6 +151,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			},
 		},
 	}
+	if cfg.Mode != "" {
+		n.Annotations[wellknown.ModeAnnotation] = cfg.Mode
+	}
 	return n
 }
 
@@ -174,6 +181,9 @@ func nodeLabels(cfg Config, eligible []*corev1.Node) map[string]string {
 	l[wellknown.RoleLabel] = wellknown.RoleValue
 	l[wellknown.HostnameLabel] = cfg.Name
 	l[wellknown.ClusterLabel] = cfg.Name
+	if cfg.Member != "" {
+		l[wellknown.MemberLabel] = cfg.Member
+	}
 	return l
 }
 

@@ -50,6 +50,7 @@ type options struct {
 	configFile              string
 	installation            string
 	hostKubeconfig          string
+	mode                    string
 	memberKubeconfig        string
 	nodeIP                  string
 	listenPort              int
@@ -95,6 +96,7 @@ func parseFlags(args []string) (*options, error) {
 	fs := pflag.NewFlagSet("flotilla-node", pflag.ContinueOnError)
 	fs.StringVar(&o.clusterName, "cluster-name", "", "name of the member cluster; also the virtual node's name unless --config splits the member (required)")
 	fs.StringVar(&o.configFile, "config", "", "NodeConfig file (apiVersion flotilla.io/v1alpha1) splitting the member into label-partitioned virtual clusters; without it the whole member is one virtual node")
+	fs.StringVar(&o.mode, "mode", "", "how flotilla-node reaches its member and the host, published on its virtual nodes (annotation flotilla.io/mode): push (it runs beside the host) or pull (it runs in the member and only dials out) (default: pull without --member-kubeconfig, push with it)")
 	fs.StringVar(&o.installation, "installation-id", "", "identity of this flotilla installation, written on every member object it creates so that hosts sharing a member never touch each other's objects (default: the UID of the host's kube-system namespace)")
 	fs.StringVar(&o.hostKubeconfig, "host-kubeconfig", "", "kubeconfig of the host cluster; empty means the in-cluster configuration (push mode: flotilla-node runs in the host)")
 	fs.StringVar(&o.memberKubeconfig, "member-kubeconfig", "", "kubeconfig of the member cluster; empty means the in-cluster configuration (pull mode: flotilla-node runs in the member), allowed only with --host-kubeconfig")
@@ -138,10 +140,18 @@ func parseFlags(args []string) (*options, error) {
 		// Both in-cluster would make the cluster flotilla-node runs in a
 		// member of itself.
 		return nil, errors.New("--member-kubeconfig or --host-kubeconfig is required: flotilla-node runs either in the host (push mode, given --member-kubeconfig) or in the member (pull mode, given --host-kubeconfig)")
+	case o.mode != "" && o.mode != "push" && o.mode != "pull":
+		return nil, fmt.Errorf("--mode %q: want push or pull", o.mode)
 	case (o.tlsCertFile == "") != (o.tlsKeyFile == ""):
 		return nil, errors.New("--tls-cert-file and --tls-private-key-file must be given together")
 	case o.profilingAddress != "" && !isLoopbackAddress(o.profilingAddress):
 		return nil, fmt.Errorf("--profiling-address %q: want a loopback host:port; profiles expose memory contents", o.profilingAddress)
+	}
+	if o.mode == "" {
+		o.mode = "push"
+		if o.memberKubeconfig == "" {
+			o.mode = "pull"
+		}
 	}
 	return o, nil
 }
@@ -251,6 +261,8 @@ func run() error {
 		MemberClient:            memberClient,
 		MemberConfig:            memberCfg,
 		Installation:            installation,
+		Member:                  o.clusterName,
+		Mode:                    o.mode,
 		VirtualClusters:         virtualClusters,
 		NodeIP:                  nodeIP,
 		KubeletVersion:          memberVersion(ctx, memberClient),

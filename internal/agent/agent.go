@@ -57,6 +57,9 @@ type Config struct {
 	MemberConfig *rest.Config
 	// Installation identifies the host cluster on every member object.
 	Installation string
+	// Member is the member cluster's name and Mode how flotilla-node
+	// reaches it ("push" or "pull"), published on every virtual node.
+	Member, Mode string
 	// VirtualClusters are the virtual nodes to run (validated, defaulted).
 	VirtualClusters []v1alpha1.VirtualCluster
 	// NodeIP is where the host apiserver reaches the kubelet endpoints.
@@ -252,6 +255,8 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		Node: clusternode.Config{
 			Name:           vc.Name,
 			Installation:   cfg.Installation,
+			Member:         cfg.Member,
+			Mode:           cfg.Mode,
 			Selector:       nodeconfig.Selector(vc),
 			Labels:         vc.Labels,
 			Taints:         vc.Taints,

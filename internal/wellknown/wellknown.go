@@ -14,6 +14,14 @@ const (
 	ClusterLabel = Prefix + "cluster"
 	// ProviderLabel carries the configured cloud or site provider of a virtual node.
 	ProviderLabel = Prefix + "provider"
+	// MemberLabel on a virtual node names the member cluster it stands for
+	// (flotilla-node's --cluster-name): the same for every label partition
+	// of one member.
+	MemberLabel = Prefix + "member"
+	// ModeAnnotation on a virtual node says how flotilla-node reaches its
+	// member and the host: "push" (it runs beside the host) or "pull" (it
+	// runs in the member and only dials out).
+	ModeAnnotation = Prefix + "mode"
 	// InstallationLabel on a member object is the identity of the flotilla
 	// installation (the host cluster) that created it, so that two hosts
 	// sharing a member, or a cluster name, never adopt or delete each
