@@ -5,6 +5,7 @@
 package fleet
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -42,8 +43,45 @@ func Prepare(ctx context.Context) error {
 	if _, err := buildNode(ctx, os.DevNull); err != nil {
 		return err
 	}
-	_, err := build(ctx, "flotilla-policy", os.DevNull)
+	if _, err := build(ctx, "flotilla-policy", os.DevNull); err != nil {
+		return err
+	}
+	_, err := build(ctx, "kubectl-flotilla", os.DevNull)
 	return err
+}
+
+// BuildPlugin compiles cmd/kubectl-flotilla into dir, where kubectl finds
+// it when dir is on PATH, and returns the binary's path.
+func BuildPlugin(ctx context.Context, dir string) (string, error) {
+	return build(ctx, "kubectl-flotilla", filepath.Join(dir, "kubectl-flotilla"))
+}
+
+// KubectlFlotilla runs `kubectl flotilla args...` against the host as its
+// administrator, the way a user does: kubectl finds the plugin,
+// cmd/kubectl-flotilla built into the world's directory on first use, on
+// PATH.
+func (f *Fleet) KubectlFlotilla(ctx context.Context, args ...string) (string, error) {
+	f.mu.Lock()
+	if f.pluginDir == "" {
+		dir := filepath.Join(f.World.Dir(), "plugins")
+		if _, err := BuildPlugin(ctx, dir); err != nil {
+			f.mu.Unlock()
+			return "", err
+		}
+		f.pluginDir = dir
+	}
+	dir := f.pluginDir
+	f.mu.Unlock()
+	// kubectl takes no flags before a plugin's name: the kubeconfig comes
+	// from the environment, as the user's would.
+	cmd := exec.CommandContext(ctx, f.World.Bin().Kubectl, append([]string{"flotilla"}, args...)...)
+	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+f.World.Host().KubeconfigPath)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl flotilla %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
 }
 
 // BuildNode compiles cmd/flotilla-node into dir and returns the binary's path.
@@ -90,6 +128,8 @@ type Fleet struct {
 	// and memberOf the member each instance forwards into.
 	args     map[string][]string
 	memberOf map[string]string
+	// pluginDir holds the kubectl-flotilla binary, once built.
+	pluginDir string
 }
 
 // HostIdentity is the user flotilla-node for member acts as in the host.
@@ -226,6 +266,10 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 		"--tls-private-key-file=" + keyFile,
 		"--client-ca-file=" + f.World.Host().CAFile,
 		"--member-health-interval=1s",
+	}
+	if site != nil {
+		// Its member kubeconfig stands for the in-cluster one.
+		args = append(args, "--mode=pull")
 	}
 	args = append(append(append(args, f.ExtraArgs...), memberArgs...), extraArgs...)
 	f.args[instance] = args

@@ -8,6 +8,7 @@ package pull_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/plugin"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 )
@@ -158,6 +160,23 @@ func TestPullMember(t *testing.T) {
 		if err != nil || out != line+"\n" {
 			t.Errorf("kubectl exec -i of the pod in %s: %q, %v", member, out, err)
 		}
+	}
+
+	// kubectl flotilla tells the two kinds of member apart.
+	out, err := env.KubectlFlotilla(ctx, "clusters", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Clusters []plugin.Cluster }
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	modes := map[string]string{}
+	for _, c := range list.Clusters {
+		modes[c.Name] = c.Mode
+	}
+	if modes[near] != "push" || modes[far] != "pull" {
+		t.Errorf("kubectl flotilla clusters: modes %v, want %s push and %s pull", modes, near, far)
 	}
 
 	site := env.World.Member(far).Site()

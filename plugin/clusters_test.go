@@ -1,0 +1,123 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+// virtualNode is what flotilla-node publishes for a member with n nodes.
+func virtualNode(t *testing.T, name, member, mode string, nodes int, ready corev1.ConditionStatus) *corev1.Node {
+	t.Helper()
+	var members []*corev1.Node
+	for range nodes {
+		members = append(members, &corev1.Node{Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		}})
+	}
+	n := clusternode.Build(clusternode.Config{Name: name, Member: member, Mode: mode, InternalIP: "10.0.0.1", KubeletVersion: "v1.35.4"},
+		clusternode.Snapshot{Nodes: members, Reachable: ready == corev1.ConditionTrue, Message: "connection refused",
+			KubeletAPI: &clusternode.Probe{Done: true, OK: true}},
+		nil, now.Add(-2*time.Hour))
+	return n
+}
+
+func boundPod(name, node, cpu string, started bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if started {
+		p.Status.Phase = corev1.PodRunning
+		p.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
+	}
+	return p
+}
+
+// TestListClusters: one row per virtual node, not for the host's own nodes,
+// with the member, mode, readiness, member node count, what the pods bound
+// to it request, how many have not started, and the lease's age.
+func TestListClusters(t *testing.T) {
+	real := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "host-node-1", Labels: map[string]string{wellknown.ClusterLabel: "oops"}}}
+	c := fake.NewClientset(
+		virtualNode(t, "beijing", "beijing", "push", 3, corev1.ConditionTrue),
+		virtualNode(t, "far", "far", "pull", 1, corev1.ConditionFalse),
+		real,
+		boundPod("a", "beijing", "500m", true),
+		boundPod("b", "beijing", "1", false),
+		boundPod("c", "far", "2", true),
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "beijing", Namespace: corev1.NamespaceNodeLease},
+			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-3 * time.Second)}}},
+	)
+	rows, err := ListClusters(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0].Name != "beijing" || rows[1].Name != "far" {
+		t.Fatalf("rows %+v, want beijing and far", rows)
+	}
+	bj, far := rows[0], rows[1]
+	if bj.Member != "beijing" || bj.Mode != "push" || bj.Ready != corev1.ConditionTrue || bj.Nodes != 3 || bj.KubernetesVersion != "v1.35.4" {
+		t.Errorf("beijing: %+v", bj)
+	}
+	if bj.Pods != 2 || bj.Backlog != 1 {
+		t.Errorf("beijing pods %d backlog %d, want 2 and 1", bj.Pods, bj.Backlog)
+	}
+	if got := bj.Requested[corev1.ResourceCPU]; got.Cmp(resource.MustParse("1500m")) != 0 {
+		t.Errorf("beijing requests cpu %s, want 1500m", got.String())
+	}
+	if got := bj.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("24")) != 0 {
+		t.Errorf("beijing allocatable cpu %s, want 24", got.String())
+	}
+	if bj.Heartbeat == nil || !bj.Heartbeat.Equal(&metav1.Time{Time: now.Add(-3 * time.Second)}) {
+		t.Errorf("beijing heartbeat %v", bj.Heartbeat)
+	}
+	if far.Mode != "pull" || far.Ready != corev1.ConditionFalse || !strings.Contains(far.ReadyMessage, "connection refused") || far.Heartbeat != nil {
+		t.Errorf("far: %+v", far)
+	}
+	if bj.KubeletAPI != "Reachable" {
+		t.Errorf("beijing kubelet API %q, want Reachable", bj.KubeletAPI)
+	}
+
+	var table bytes.Buffer
+	if err := printClusters(&table, rows, "", now); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("table:\n%s", table.String())
+	}
+	for _, want := range []string{"beijing", "push", "True", "120m", "v1.35.4", "3", "1500m/24", "2Gi/96Gi", "3s"} {
+		if !strings.Contains(lines[1], want) {
+			t.Errorf("beijing line %q lacks %q", lines[1], want)
+		}
+	}
+	var js bytes.Buffer
+	if err := printClusters(&js, rows, "json", now); err != nil {
+		t.Fatal(err)
+	}
+	var back struct{ Clusters []Cluster }
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Clusters) != 2 {
+		t.Errorf("-o json: %v\n%s", err, js.String())
+	}
+	if err := printClusters(&js, rows, "xml", now); err == nil {
+		t.Error("-o xml accepted")
+	}
+}

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/plugin"
+)
+
+// TestKubectlFlotillaClusters runs `kubectl flotilla clusters` as a user
+// would, the plugin found by kubectl on PATH: every member flotilla-node
+// runs for has its row, with its member name, push mode, Ready, the
+// member's Kubernetes version and node count, a fresh heartbeat, a kubelet
+// endpoint the host apiserver reaches, and the pods bound to it counted
+// with what they request.
+func TestKubectlFlotillaClusters(t *testing.T) {
+	ns := namespace(t)
+	const member = "hangzhou"
+	d := deployment(ns, "web", 2)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{wellknown.ClusterLabel: member}
+	d.Spec.Template.Spec.TopologySpreadConstraints = nil
+	create(t, hostClient().AppsV1().Deployments(ns).Create, d)
+	waitSplit(t, ns, "web", map[string]int{member: 2})
+
+	var rows []plugin.Cluster
+	eventually(t, time.Minute, "kubectl flotilla clusters shows every member Ready, its kubelet endpoint reached", func(ctx context.Context) (bool, string, error) {
+		out, err := env.KubectlFlotilla(ctx, "clusters", "-o", "json")
+		if err != nil {
+			return false, "", err
+		}
+		var list struct{ Clusters []plugin.Cluster }
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			return false, "", fmt.Errorf("%w: %s", err, out)
+		}
+		rows = list.Clusters
+		byName := map[string]plugin.Cluster{}
+		for _, r := range rows {
+			byName[r.Name] = r
+		}
+		for _, m := range members {
+			r, ok := byName[m]
+			if !ok || r.Ready != corev1.ConditionTrue || r.KubeletAPI != "Reachable" {
+				return false, out, nil
+			}
+		}
+		return true, "", nil
+	})
+	for _, r := range rows {
+		isMember := false
+		for _, m := range members {
+			isMember = isMember || r.Name == m
+		}
+		if !isMember {
+			continue
+		}
+		nodes, err := env.World.Member(r.Name).Client().CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Member != r.Name || r.Mode != "push" || r.KubernetesVersion != "v1.35.4" || r.Nodes != len(nodes.Items) {
+			t.Errorf("%s: member %q mode %q version %q nodes %d, want %s, push, v1.35.4, %d", r.Name, r.Member, r.Mode, r.KubernetesVersion, r.Nodes, r.Name, len(nodes.Items))
+		}
+		if r.Heartbeat == nil || time.Since(r.Heartbeat.Time) > time.Minute {
+			t.Errorf("%s: heartbeat %v, want within the lease's renewal", r.Name, r.Heartbeat)
+		}
+		if r.Name != member {
+			continue
+		}
+		// Other tests may place pods there too: at least ours.
+		cpu := r.Requested[corev1.ResourceCPU]
+		if r.Pods < 2 || cpu.Cmp(resource.MustParse("200m")) < 0 {
+			t.Errorf("%s: %d pods requesting %s cpu, want at least the test's 2 pods and 200m", r.Name, r.Pods, cpu.String())
+		}
+	}
+
+	out, err := env.KubectlFlotilla(t.Context(), "clusters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 1+len(members) || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "BACKLOG") {
+		t.Errorf("kubectl flotilla clusters printed:\n%s", out)
+	}
+	t.Logf("kubectl flotilla clusters:\n%s", out)
+	if _, err := env.KubectlFlotilla(t.Context(), "clusters", "-o", "xml"); err == nil || !strings.Contains(err.Error(), "want wide, json or yaml") {
+		t.Errorf("-o xml: %v, want a refusal naming the formats", err)
+	}
+}
