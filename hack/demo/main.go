@@ -2,7 +2,9 @@
 // member clusters (beijing, hangzhou, shenzhen) each seen as one virtual
 // node, and a KubeEdge member split by node label into two virtual nodes
 // (ke-beijing-cluster, ke-hangzhou-cluster), with one flotilla-node per
-// member and flotilla-policy in the host. It applies examples/web.yaml,
+// member and flotilla-policy in the host. shenzhen is behind NAT: its
+// flotilla-node runs inside it and only dials out (pull mode), and the
+// host reaches its pods' logs and exec through Konnectivity. It applies examples/web.yaml,
 // which the host scheduler spreads over the cloud clusters, and
 // examples/edge-app.yaml, which a PropagationPolicy divides 2:1 over the
 // branches; waits until their pods run in the members; prints where they
@@ -30,6 +32,9 @@ import (
 // clouds are the member clusters that are one virtual node each.
 var clouds = []string{"beijing", "hangzhou", "shenzhen"}
 
+// pullMember is the cloud member behind NAT, in pull mode.
+const pullMember = "shenzhen"
+
 // edgeMember is the KubeEdge member; examples/kubeedge-nodeconfig.yaml
 // partitions it by its nodes' location label.
 const edgeMember = "kubeedge"
@@ -44,7 +49,7 @@ const settleTimeout = 3 * time.Minute
 // run: a unit test keeps this in step with the files.
 func workloads() []workload {
 	return []workload{
-		{Namespace: "default", App: "web", How: "the host scheduler, spread evenly over the cloud clusters (examples/web.yaml)",
+		{Namespace: "default", App: "web", How: "the host scheduler, spread evenly over the cloud clusters, shenzhen in pull mode among them (examples/web.yaml)",
 			Want: map[string]int{"beijing": 10, "hangzhou": 10, "shenzhen": 10}},
 		{Namespace: "edge", App: "edge-app", How: "PropagationPolicy edge/edge-app, static weights 2:1 over the branches (examples/edge-app.yaml)",
 			Want: map[string]int{"ke-beijing-cluster": 4, "ke-hangzhou-cluster": 2}},
@@ -81,6 +86,9 @@ func outside(ctx context.Context) int {
 		return exitCode(ctx, err)
 	}
 	if _, err := fleet.BuildPolicy(ctx, dir); err != nil {
+		return exitCode(ctx, err)
+	}
+	if _, err := fleet.BuildPlugin(ctx, dir); err != nil {
 		return exitCode(ctx, err)
 	}
 	_, code, err := testworld.ReexecInNetns()
@@ -129,9 +137,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := testworld.Config{Bin: &bin, Logf: logf}
+	cfg := testworld.Config{Bin: &bin, Logf: logf, Konnectivity: true}
 	for _, name := range clouds {
-		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: []testworld.NodeSpec{
+		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, BehindNAT: name == pullMember, Nodes: []testworld.NodeSpec{
 			{Name: name + "-node-1"}, {Name: name + "-node-2"},
 		}})
 	}
@@ -172,9 +180,11 @@ func run(ctx context.Context) error {
 	}
 
 	kubeconfig := w.Host().KubeconfigPath
+	// kubectl finds the kubectl-flotilla plugin beside the demo's binary.
+	path := flotillaBin + string(os.PathListSeparator) + os.Getenv("PATH")
 	kubectlIn := func(c *testworld.Cluster, args ...string) error {
 		cmd := exec.CommandContext(ctx, bin.Kubectl, args...)
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+path)
 		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 		return cmd.Run()
 	}
@@ -209,6 +219,8 @@ func run(ctx context.Context) error {
 	}{
 		{"The host's nodes: one virtual node per cloud member cluster, one per branch of the KubeEdge member.",
 			w.Host(), []string{"get", "nodes"}},
+		{"The member clusters as `kubectl flotilla clusters` (the plugin) lists them: shenzhen is behind NAT, its flotilla-node runs inside it (pull).",
+			w.Host(), []string{"flotilla", "clusters"}},
 		{"The KubeEdge member's own nodes: examples/kubeedge-nodeconfig.yaml partitions them by location.",
 			w.Member(edgeMember), []string{"get", "nodes", "-L", "location"}},
 		{"The policy in the host, reconciled by flotilla-policy.",
@@ -226,15 +238,28 @@ func run(ctx context.Context) error {
 
 	// The clusters listen inside this process's private network namespace;
 	// the wrapper enters it so kubectl from any shell can reach them.
-	wrapper := filepath.Join(dir, "kubectl")
-	script := fmt.Sprintf("#!/bin/sh\nexec nsenter --net=/proc/%d/ns/net %s \"$@\"\n", os.Getpid(), bin.Kubectl)
-	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+	// The wrapper also puts the plugin on PATH. A member behind NAT is
+	// reached only from inside its own network: it has a wrapper of its own.
+	wrapperFor := func(name, netns string) (string, error) {
+		wrapper := filepath.Join(dir, name)
+		script := fmt.Sprintf("#!/bin/sh\nPATH=%s exec nsenter --net=%s %s \"$@\"\n", path, netns, bin.Kubectl)
+		return wrapper, os.WriteFile(wrapper, []byte(script), 0o755)
+	}
+	wrapper, err := wrapperFor("kubectl", fmt.Sprintf("/proc/%d/ns/net", os.Getpid()))
+	if err != nil {
 		return err
 	}
 	fmt.Printf("\nflotilla is ready. From another shell (as root):\n\n")
-	fmt.Printf("  KUBECONFIG=%s %s get pods -A -o wide\n\n", kubeconfig, wrapper)
+	fmt.Printf("  KUBECONFIG=%s %s get pods -A -o wide\n", kubeconfig, wrapper)
+	fmt.Printf("  KUBECONFIG=%s %s flotilla clusters\n\n", kubeconfig, wrapper)
 	for _, m := range w.Members() {
-		fmt.Printf("  member %-9s KUBECONFIG=%s %s get pods -A -o wide\n", m.Name, m.KubeconfigPath, wrapper)
+		in := wrapper
+		if s := m.Site(); s != nil {
+			if in, err = wrapperFor(m.Name+"-kubectl", s.NetnsPath()); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("  member %-9s KUBECONFIG=%s %s get pods -A -o wide\n", m.Name, m.KubeconfigPath, in)
 	}
 	fmt.Printf("\nPress Ctrl-C to stop everything.\n")
 	<-ctx.Done()

@@ -119,6 +119,9 @@ func (s *Site) wrap(path string, args []string) (string, []string) {
 	return line[0], line[1:]
 }
 
+// NetnsPath is the site's network namespace, for nsenter --net.
+func (s *Site) NetnsPath() string { return s.nsPath }
+
 // Command returns a command that runs path with args in the site.
 func (s *Site) Command(path string, args ...string) *exec.Cmd {
 	line := s.in(path, args...)
