@@ -95,3 +95,71 @@ func TestKubectlFlotillaClusters(t *testing.T) {
 		t.Errorf("-o xml: %v, want a refusal naming the formats", err)
 	}
 }
+
+// TestKubectlFlotillaExplain: `kubectl flotilla explain` says in its first
+// line why each pod is where it is, or why it is not running: a pod
+// running in a member (naming the member node its scheduler chose), one no
+// cluster can take (pending in the host), one its member cannot schedule
+// (pending in the member), and one held back because a Secret it mounts is
+// missing; and, for a Deployment, the same for its pods, grouped.
+func TestKubectlFlotillaExplain(t *testing.T) {
+	ctx := t.Context()
+	ns := namespace(t)
+	hc := hostClient().CoreV1()
+
+	running := create(t, hc.Pods(ns).Create, barePod(ns, "running", "beijing"))
+	waitPodReady(t, ns, running.Name)
+
+	huge := barePod(ns, "too-big", "beijing")
+	huge.Spec.NodeSelector = nil
+	huge.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000")}
+	create(t, hc.Pods(ns).Create, huge)
+
+	// Bound to hangzhou directly: the host takes it (its virtual node sums
+	// 64 cpu), the member cannot (no node has 40 free).
+	member := barePod(ns, "member-full", "hangzhou")
+	member.Spec.NodeSelector = nil
+	member.Spec.NodeName = "hangzhou"
+	member.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("40")}
+	create(t, hc.Pods(ns).Create, member)
+
+	secret := barePod(ns, "no-secret", "beijing")
+	secret.Spec.Volumes = []corev1.Volume{{Name: "db", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-password"}}}}
+	secret.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "db", MountPath: "/db"}}
+	create(t, hc.Pods(ns).Create, secret)
+
+	for pod, want := range map[string]string{
+		"running":     ns + "/running: Running in cluster beijing on member node beijing-node-",
+		"too-big":     ns + "/too-big: Pending in the host",
+		"member-full": ns + "/member-full: Pending in cluster hangzhou, its scheduler cannot place it: 0/2 nodes are available",
+		"no-secret":   ns + `/no-secret: Held back by flotilla, not forwarded to cluster beijing: Mandatory secret "db-password" not found`,
+	} {
+		var out string
+		eventually(t, time.Minute, "kubectl flotilla explain pod/"+pod+" to say "+want, func(ctx context.Context) (bool, string, error) {
+			var err error
+			out, err = env.KubectlFlotilla(ctx, "explain", "pod/"+pod, "-n", ns)
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			first, _, _ := strings.Cut(out, "\n")
+			return strings.HasPrefix(first, want), out, nil
+		})
+		t.Logf("kubectl flotilla explain pod/%s:\n%s", pod, out)
+	}
+
+	d := deployment(ns, "web", 2)
+	d.Spec.Template.Spec.NodeSelector = map[string]string{wellknown.ClusterLabel: "hangzhou"}
+	d.Spec.Template.Spec.TopologySpreadConstraints = nil
+	create(t, hostClient().AppsV1().Deployments(ns).Create, d)
+	waitSplit(t, ns, "web", map[string]int{"hangzhou": 2})
+	out, err := env.KubectlFlotilla(ctx, "explain", "deployment/web", "-n", ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(out, "\n"); first != "2 of 2 pods: Running in cluster hangzhou, Ready" {
+		t.Errorf("kubectl flotilla explain deployment/web:\n%s", out)
+	}
+	if _, err := env.KubectlFlotilla(ctx, "explain", "pod/nothing-here", "-n", ns); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("explain of a pod that does not exist: %v", err)
+	}
+}
