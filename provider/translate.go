@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -105,7 +105,7 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 			s.Affinity = nil
 		}
 	}
-	dropServiceAccountToken(s)
+	podspec.DropServiceAccountToken(s)
 	for i := range s.Volumes {
 		if v := &s.Volumes[i]; v.Ephemeral != nil {
 			v.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: host.Name + "-" + v.Name}}
@@ -205,37 +205,6 @@ func filterNodeAffinity(na *corev1.NodeAffinity, cluster string) *corev1.NodeAff
 		return nil
 	}
 	return out
-}
-
-// dropServiceAccountToken removes the projected token volume that the host's
-// ServiceAccount admission added, and its mounts.
-func dropServiceAccountToken(s *corev1.PodSpec) {
-	drop := map[string]bool{}
-	var vols []corev1.Volume
-	for _, v := range s.Volumes {
-		if strings.HasPrefix(v.Name, "kube-api-access-") && v.Projected != nil {
-			drop[v.Name] = true
-			continue
-		}
-		vols = append(vols, v)
-	}
-	if len(drop) == 0 {
-		return
-	}
-	s.Volumes = vols
-	strip := func(cs []corev1.Container) {
-		for i := range cs {
-			var mounts []corev1.VolumeMount
-			for _, m := range cs[i].VolumeMounts {
-				if !drop[m.Name] {
-					mounts = append(mounts, m)
-				}
-			}
-			cs[i].VolumeMounts = mounts
-		}
-	}
-	strip(s.InitContainers)
-	strip(s.Containers)
 }
 
 // identityKeys are what ToMember adds to metadata; HostView removes them again.
