@@ -44,6 +44,9 @@ type Config struct {
 	// and Mode how flotilla-node reaches it, push or pull; both are
 	// published on the node when set.
 	Member, Mode string
+	// NamespaceMapping, when set, is published on the node: SameName or
+	// Suffix.
+	NamespaceMapping string
 	// Installation identifies the host cluster (see wellknown.InstallationLabel).
 	Installation string
 	// Selector picks the member nodes this virtual node stands for; nil means all.
@@ -153,6 +156,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	}
 	if cfg.Mode != "" {
 		n.Annotations[wellknown.ModeAnnotation] = cfg.Mode
+	}
+	if cfg.NamespaceMapping != "" {
+		n.Annotations[wellknown.NamespaceMappingAnnotation] = cfg.NamespaceMapping
 	}
 	return n
 }

@@ -103,6 +103,9 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 		return fmt.Errorf("get pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	switch {
+	case !p.ours(existing) && pod.Annotations[wellknown.AdoptAnnotation] == string(existing.UID) && existing.UID != "" &&
+		existing.Annotations[wellknown.AdoptableAnnotation] == pod.Namespace+"/"+pod.Name:
+		return p.takeOver(ctx, pod, existing, t)
 	case !p.ours(existing):
 		return fmt.Errorf("pod %s/%s already exists in cluster %s and is not managed by this flotilla virtual node", t.Namespace, pod.Name, t.Cluster)
 	case existing.Labels[wellknown.HostUIDLabel] == string(pod.UID):
@@ -117,6 +120,65 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 		}
 	}
 	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
+}
+
+// takeOver stamps flotilla's identity on a member pod that was not
+// flotilla's, because the host pod names it for adoption: from then on it
+// is this host pod's member pod, as if forwarded from it, and it keeps
+// running. A pod of another flotilla installation or virtual cluster is
+// never taken.
+func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t Target) error {
+	if v, ok := existing.Labels[wellknown.InstallationLabel]; ok {
+		return fmt.Errorf("pod %s/%s in cluster %s cannot be adopted: it belongs to flotilla installation %q, virtual cluster %q", t.Namespace, pod.Name, t.Cluster, v, existing.Labels[wellknown.ClusterLabel])
+	}
+	if existing.DeletionTimestamp != nil {
+		return fmt.Errorf("pod %s/%s in cluster %s cannot be adopted: it is being deleted", t.Namespace, pod.Name, t.Cluster)
+	}
+	m := existing.DeepCopy()
+	m.Labels = t.Owner().Stamp(m.Labels)
+	m.Labels[wellknown.HostUIDLabel] = string(pod.UID)
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[wellknown.HostNamespaceAnnotation] = pod.Namespace
+	m.Annotations[wellknown.HostNameAnnotation] = pod.Name
+	if _, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) {
+			return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, errRetry)
+		}
+		return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	log.G(ctx).WithField("pod", pod.Namespace+"/"+pod.Name).WithField("memberUID", existing.UID).Info("adopted a running member pod")
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, EventAdopted, "Adopted the running pod %s/%s of cluster %s (uid %s)", t.Namespace, pod.Name, t.Cluster, existing.UID)
+	return nil
+}
+
+// release hands a member pod back to its cluster: it loses flotilla's
+// identity, and with it flotilla's care, and keeps running.
+func (p *Provider) release(ctx context.Context, pod, member *corev1.Pod, t Target) error {
+	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.UID != member.UID || !p.ours(cur) {
+			return nil // already released, or not this one
+		}
+		for _, k := range []string{wellknown.ManagedByLabel, wellknown.ClusterLabel, wellknown.InstallationLabel, wellknown.HostUIDLabel} {
+			delete(cur.Labels, k)
+		}
+		for _, k := range []string{wellknown.HostNamespaceAnnotation, wellknown.HostNameAnnotation, wellknown.AdoptAnnotation, wellknown.AdoptableAnnotation, wellknown.ReleaseAnnotation} {
+			delete(cur.Annotations, k)
+		}
+		_, err = pods.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	log.G(ctx).WithField("pod", pod.Namespace+"/"+pod.Name).Info("released the member pod to its cluster")
+	return nil
 }
 
 // UpdatePod applies to the member pod what may change on a running pod:
@@ -202,6 +264,20 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
+	}
+	// The mark is looked for on the member pod too, which UpdatePod gave
+	// it: a host pod removed at once reaches DeletePod as virtual-kubelet
+	// last saw it, which may be before the mark.
+	release := pod.Annotations[wellknown.ReleaseAnnotation] == "true" || (member != nil && member.Annotations[wellknown.ReleaseAnnotation] == "true")
+	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) && release && member.DeletionTimestamp == nil {
+		if err := p.release(ctx, pod, member, t); err != nil {
+			return err
+		}
+		p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, EventReleased, "Released pod %s/%s to cluster %s, where it keeps running", t.Namespace, pod.Name, t.Cluster)
+		if pod.DeletionTimestamp != nil && ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
+			return p.deleteHostPod(ctx, pod)
+		}
+		return nil
 	}
 	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
 		if member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds) {

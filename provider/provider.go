@@ -39,6 +39,11 @@ const (
 	// forwarded until they are fixed.
 	EventOverrideFailed   = "OverrideFailed"
 	EventMemberPodDeleted = "MemberPodDeleted"
+	// EventAdopted: a running member pod became this host pod's (see
+	// wellknown.AdoptAnnotation); EventReleased: it was handed back to its
+	// cluster as the host pod went (wellknown.ReleaseAnnotation).
+	EventAdopted  = "Adopted"
+	EventReleased = "Released"
 )
 
 // NamespaceMapper maps a host namespace to the member namespace its pods go to.

@@ -130,9 +130,15 @@ func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
 	if m.DeletionTimestamp != nil {
 		return nil
 	}
-	err := p.cfg.MemberClient.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{
-		Preconditions: metav1.NewUIDPreconditions(string(m.UID)),
-	})
+	// The cache may lag: a pod released to its cluster (its identity
+	// taken off) since the version seen here must not be deleted, so the
+	// deletion holds only for that version. A later one is looked at
+	// again when its own event comes.
+	pre := metav1.NewUIDPreconditions(string(m.UID))
+	if m.ResourceVersion != "" {
+		pre.ResourceVersion = &m.ResourceVersion
+	}
+	err := p.cfg.MemberClient.CoreV1().Pods(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: pre})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}

@@ -22,6 +22,10 @@ const (
 	// member and the host: "push" (it runs beside the host) or "pull" (it
 	// runs in the member and only dials out).
 	ModeAnnotation = Prefix + "mode"
+	// NamespaceMappingAnnotation on a virtual node says which member
+	// namespace a host namespace's objects go to: SameName, or Suffix
+	// (<namespace>-<virtual node>).
+	NamespaceMappingAnnotation = Prefix + "namespace-mapping"
 	// InstallationLabel on a member object is the identity of the flotilla
 	// installation (the host cluster) that created it, so that two hosts
 	// sharing a member, or a cluster name, never adopt or delete each
@@ -67,6 +71,22 @@ const (
 	// rewrote them for the host scheduler; flotilla-node forwards these to
 	// the member instead of the rewritten ones.
 	MemberConstraintsAnnotation = Prefix + "member-constraints"
+	// AdoptAnnotation on a host pod is the UID of the member pod, of the
+	// same name in the mapped namespace and not flotilla's, that the host
+	// pod takes over instead of forwarding a new one (kubectl flotilla
+	// adopt): flotilla-node stamps its identity on that pod, which keeps
+	// running.
+	AdoptAnnotation = Prefix + "adopt-member-pod"
+	// AdoptableAnnotation on a member pod consents to its adoption by the
+	// host pod <namespace>/<name> it names. Only someone who may change
+	// the member's pods can write it, so a host user who can create pods
+	// cannot take over a member's own pod by naming its UID.
+	AdoptableAnnotation = Prefix + "adoptable-by"
+	// ReleaseAnnotation "true" on a host pod being deleted makes
+	// flotilla-node hand its member pod back instead of deleting it: the
+	// member pod loses flotilla's identity and keeps running (kubectl
+	// flotilla release).
+	ReleaseAnnotation = Prefix + "release"
 	// FitGate is the scheduling gate that holds a pod in the host while no
 	// cluster can run it.
 	FitGate = Prefix + "fit"
