@@ -22,7 +22,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	flags.AddFlags(root.PersistentFlags())
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	root.AddCommand(newClustersCommand(flags, streams), newExplainCommand(flags, streams))
+	root.AddCommand(newClustersCommand(flags, streams), newExplainCommand(flags, streams),
+		newAdoptCommand(flags, streams), newReleaseCommand(flags, streams))
 	return root
 }
 

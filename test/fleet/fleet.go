@@ -57,16 +57,31 @@ func BuildPlugin(ctx context.Context, dir string) (string, error) {
 }
 
 // KubectlFlotilla runs `kubectl flotilla args...` against the host as its
-// administrator, the way a user does: kubectl finds the plugin,
-// cmd/kubectl-flotilla built into the world's directory on first use, on
-// PATH.
+// administrator, the way a user does, and returns its output: kubectl
+// finds the plugin, cmd/kubectl-flotilla built into the world's directory
+// on first use, on PATH.
 func (f *Fleet) KubectlFlotilla(ctx context.Context, args ...string) (string, error) {
+	cmd, err := f.KubectlFlotillaCommand(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("kubectl flotilla %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// KubectlFlotillaCommand is the command KubectlFlotilla runs, for a test
+// that watches it or stops it midway.
+func (f *Fleet) KubectlFlotillaCommand(ctx context.Context, args ...string) (*exec.Cmd, error) {
 	f.mu.Lock()
 	if f.pluginDir == "" {
 		dir := filepath.Join(f.World.Dir(), "plugins")
 		if _, err := BuildPlugin(ctx, dir); err != nil {
 			f.mu.Unlock()
-			return "", err
+			return nil, err
 		}
 		f.pluginDir = dir
 	}
@@ -76,12 +91,7 @@ func (f *Fleet) KubectlFlotilla(ctx context.Context, args ...string) (string, er
 	// from the environment, as the user's would.
 	cmd := exec.CommandContext(ctx, f.World.Bin().Kubectl, append([]string{"flotilla"}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"), "KUBECONFIG="+f.World.Host().KubeconfigPath)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("kubectl flotilla %s: %w: %s", strings.Join(args, " "), err, errOut.String())
-	}
-	return out.String(), nil
+	return cmd, nil
 }
 
 // BuildNode compiles cmd/flotilla-node into dir and returns the binary's path.
