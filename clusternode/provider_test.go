@@ -3,6 +3,7 @@ package clusternode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -144,31 +145,20 @@ func TestHealthTransitionsArePublished(t *testing.T) {
 	go p.Run(ctx)
 	p.NotifyNodeStatus(ctx, func(n *corev1.Node) { published <- n })
 
-	// expect moves the fake clock on, a health interval at a time, until the
-	// node it waits for is published; time passes only for the provider.
 	expect := func(what string, status corev1.ConditionStatus, message string) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case n := <-published:
-				c := n.Status.Conditions[0]
-				if c.Status == status && strings.Contains(c.Message, message) {
-					// The metrics' readiness, read without building the
-					// node, says what the node says.
-					if p.Reachable() != (status == corev1.ConditionTrue) {
-						t.Errorf("%s: Reachable() = %v, node Ready = %s", what, p.Reachable(), status)
-					}
-					return
-				}
-			case <-time.After(time.Millisecond):
-				if clk.HasWaiters() {
-					clk.Step(testInterval)
-				}
-			case <-deadline:
-				t.Fatalf("%s: no node with Ready=%s and message %q published", what, status, message)
+		awaitNode(t, clk, published, fmt.Sprintf("%s: Ready=%s with message %q", what, status, message), func(n *corev1.Node) bool {
+			c := n.Status.Conditions[0]
+			if c.Status != status || !strings.Contains(c.Message, message) {
+				return false
 			}
-		}
+			// The metrics' readiness, read without building the node,
+			// says what the node says.
+			if p.Reachable() != (status == corev1.ConditionTrue) {
+				t.Errorf("%s: Reachable() = %v, node Ready = %s", what, p.Reachable(), status)
+			}
+			return true
+		})
 	}
 	expect("start", corev1.ConditionTrue, "reachable")
 	health.set(errors.New("connection refused"))
@@ -277,40 +267,49 @@ func TestKubeletAPIProbe(t *testing.T) {
 
 	expect := func(what string, status corev1.ConditionStatus, message string) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
-		for {
-			select {
-			case n := <-published:
-				var api, ready *corev1.NodeCondition
-				for i, c := range n.Status.Conditions {
-					switch c.Type {
-					case KubeletAPIUnreachable:
-						api = &n.Status.Conditions[i]
-					case corev1.NodeReady:
-						ready = &n.Status.Conditions[i]
-					}
+		awaitNode(t, clk, published, fmt.Sprintf("%s: %s=%s with message %q", what, KubeletAPIUnreachable, status, message), func(n *corev1.Node) bool {
+			var api, ready *corev1.NodeCondition
+			for i, c := range n.Status.Conditions {
+				switch c.Type {
+				case KubeletAPIUnreachable:
+					api = &n.Status.Conditions[i]
+				case corev1.NodeReady:
+					ready = &n.Status.Conditions[i]
 				}
-				if api == nil {
-					t.Fatalf("%s: no %s condition in %v", what, KubeletAPIUnreachable, n.Status.Conditions)
-				}
-				if ready == nil || ready.Status != corev1.ConditionTrue {
-					t.Fatalf("%s: Ready is %v, want True throughout", what, ready)
-				}
-				if api.Status == status && strings.Contains(api.Message, message) {
-					return
-				}
-			case <-time.After(time.Millisecond):
-				if clk.HasWaiters() {
-					clk.Step(testInterval)
-				}
-			case <-deadline:
-				t.Fatalf("%s: no node with %s=%s and message %q published", what, KubeletAPIUnreachable, status, message)
 			}
-		}
+			if api == nil {
+				t.Fatalf("%s: no %s condition in %v", what, KubeletAPIUnreachable, n.Status.Conditions)
+			}
+			if ready == nil || ready.Status != corev1.ConditionTrue {
+				t.Fatalf("%s: Ready is %v, want True throughout", what, ready)
+			}
+			return api.Status == status && strings.Contains(api.Message, message)
+		})
 	}
 	expect("start", corev1.ConditionFalse, "reaches this node's kubelet endpoint")
 	api.set(errors.New("No agent available"))
 	expect("tunnel down", corev1.ConditionTrue, "No agent available")
 	api.set(nil)
 	expect("tunnel back", corev1.ConditionFalse, "reaches")
+}
+
+// awaitNode moves the fake clock on, a health interval at a time, until a
+// node that matches is published; time passes only for the provider.
+func awaitNode(t *testing.T, clk *clocktesting.FakeClock, published <-chan *corev1.Node, what string, match func(*corev1.Node) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case n := <-published:
+			if match(n) {
+				return
+			}
+		case <-time.After(time.Millisecond):
+			if clk.HasWaiters() {
+				clk.Step(testInterval)
+			}
+		case <-deadline:
+			t.Fatalf("no node published with %s", what)
+		}
+	}
 }

@@ -338,6 +338,21 @@ type MemberConstraints struct {
 	Required     *corev1.NodeSelector `json:"required,omitempty"`
 }
 
+// Restore gives s these constraints back: its node selector and required
+// node affinity, as the pod was written for the member.
+func (mc MemberConstraints) Restore(s *corev1.PodSpec) {
+	s.NodeSelector = mc.NodeSelector
+	if mc.Required != nil || (s.Affinity != nil && s.Affinity.NodeAffinity != nil) {
+		if s.Affinity == nil {
+			s.Affinity = &corev1.Affinity{}
+		}
+		if s.Affinity.NodeAffinity == nil {
+			s.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = mc.Required
+	}
+}
+
 // MemberConstraintsOf returns the constraints kept on pod, if any.
 func MemberConstraintsOf(pod *corev1.Pod) (MemberConstraints, bool, error) {
 	s, ok := pod.Annotations[wellknown.MemberConstraintsAnnotation]

@@ -162,6 +162,26 @@ func checkHostWorkload(o *AdoptOptions, p *plan, meta *metav1.ObjectMeta) error 
 	return nil
 }
 
+// adoptPods does what every adoption starts with, once the plan is made:
+// refuse a host workload of the name that another adoption made, then
+// the host namespace, the copies, and the host pods taking the member
+// pods over.
+func (o *AdoptOptions) adoptPods(ctx context.Context, p *plan, existing *metav1.ObjectMeta) error {
+	if existing != nil {
+		if err := checkHostWorkload(o, p, existing); err != nil {
+			return err
+		}
+	}
+	dry := o.dryRun()
+	if err := ensureNamespace(ctx, o.Host, o.Namespace, dry); err != nil {
+		return err
+	}
+	if err := createCopies(ctx, o.Host, p.copies, dry); err != nil {
+		return err
+	}
+	return adoptHostPods(ctx, o.Host, o.Member, p.vn, o.Namespace, p.pods, p.installation, dry)
+}
+
 func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 	d, err := o.Member.AppsV1().Deployments(memberNamespace(ctx, o)).Get(ctx, o.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -170,27 +190,11 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 	if err != nil {
 		return fmt.Errorf("member Deployment: %w", err)
 	}
-	// The ReplicaSet whose pods run: there must be one, a rollout
-	// underway would have the host finish another's.
-	rsList, err := o.Member.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{})
+	rs, err := activeReplicaSet(ctx, o.Member, d, "adopt")
 	if err != nil {
 		return err
 	}
-	var active []*appsv1.ReplicaSet
-	for i := range rsList.Items {
-		rs := &rsList.Items[i]
-		if c := metav1.GetControllerOf(rs); c != nil && c.UID == d.UID && ptr.Deref(rs.Spec.Replicas, 0) > 0 {
-			active = append(active, rs)
-		}
-	}
-	if len(active) != 1 {
-		return fmt.Errorf("adopt deployment/%s refused: %d of its ReplicaSets have replicas; adopt it once its rollout is done", o.Name, len(active))
-	}
-	rs := active[0]
-	p, err := prepare(ctx, o, &d.Spec.Template, rs.Spec.Selector, func(pod *corev1.Pod) bool {
-		c := metav1.GetControllerOf(pod)
-		return c != nil && c.UID == rs.UID
-	})
+	p, err := prepare(ctx, o, &d.Spec.Template, rs.Spec.Selector, controlledBy(rs.UID))
 	if err != nil {
 		return err
 	}
@@ -212,19 +216,12 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 	if o.DryRun == "client" {
 		return nil
 	}
+	var existing *metav1.ObjectMeta
 	if cur, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, d.Name, metav1.GetOptions{}); err == nil {
-		if err := checkHostWorkload(o, p, &cur.ObjectMeta); err != nil {
-			return err
-		}
+		existing = &cur.ObjectMeta
 	}
 	dry := o.dryRun()
-	if err := ensureNamespace(ctx, o.Host, o.Namespace, dry); err != nil {
-		return err
-	}
-	if err := createCopies(ctx, o.Host, p.copies, dry); err != nil {
-		return err
-	}
-	if err := adoptHostPods(ctx, o.Host, o.Member, p.vn, o.Namespace, p.pods, p.installation, dry); err != nil {
+	if err := o.adoptPods(ctx, p, existing); err != nil {
 		return err
 	}
 	o.say("pods adopted: %d, running on %s", len(p.pods), o.Cluster)
@@ -284,28 +281,7 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 	if _, err := o.Host.AppsV1().Deployments(o.Namespace).Create(ctx, hostD, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("host Deployment: %w", err)
 	}
-	if err := waitFor(ctx, "the host Deployment to own its ReplicaSet, with no new one", func(ctx context.Context) (bool, string, error) {
-		hd, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		sets, err := o.Host.AppsV1().ReplicaSets(o.Namespace).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		var mine []string
-		ours := false
-		for _, s := range sets.Items {
-			if c := metav1.GetControllerOf(&s); c != nil && c.UID == hd.UID {
-				mine = append(mine, s.Name)
-				ours = ours || s.Name == rs.Name
-			}
-		}
-		if len(mine) > 1 || (len(mine) == 1 && !ours) {
-			return false, "", fmt.Errorf("the host Deployment made ReplicaSet(s) %v of its own: its template differs from the member's", mine)
-		}
-		return ours && hd.Status.ObservedGeneration >= hd.Generation, fmt.Sprintf("ReplicaSets %v", mine), nil
-	}); err != nil {
+	if err := waitOwnsOnly(ctx, o.Host, o.Namespace, d.Name, rs.Name); err != nil {
 		return err
 	}
 	o.say("host Deployment %s/%s owns ReplicaSet %s and the adopted pods", o.Namespace, d.Name, rs.Name)
@@ -467,10 +443,7 @@ func adoptStatefulSet(ctx context.Context, o *AdoptOptions) error {
 	if s.Status.CurrentRevision != s.Status.UpdateRevision {
 		return fmt.Errorf("adopt statefulset/%s refused: a rollout is underway (revision %s to %s); adopt it once it is done", o.Name, s.Status.CurrentRevision, s.Status.UpdateRevision)
 	}
-	p, err := prepare(ctx, o, &s.Spec.Template, s.Spec.Selector, func(pod *corev1.Pod) bool {
-		c := metav1.GetControllerOf(pod)
-		return c != nil && c.UID == s.UID
-	})
+	p, err := prepare(ctx, o, &s.Spec.Template, s.Spec.Selector, controlledBy(s.UID))
 	if err != nil {
 		return err
 	}
@@ -489,19 +462,12 @@ func adoptStatefulSet(ctx context.Context, o *AdoptOptions) error {
 	if o.DryRun == "client" {
 		return nil
 	}
+	var existing *metav1.ObjectMeta
 	if cur, err := o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err == nil {
-		if err := checkHostWorkload(o, p, &cur.ObjectMeta); err != nil {
-			return err
-		}
+		existing = &cur.ObjectMeta
 	}
 	dry := o.dryRun()
-	if err := ensureNamespace(ctx, o.Host, o.Namespace, dry); err != nil {
-		return err
-	}
-	if err := createCopies(ctx, o.Host, p.copies, dry); err != nil {
-		return err
-	}
-	if err := adoptHostPods(ctx, o.Host, o.Member, p.vn, o.Namespace, p.pods, p.installation, dry); err != nil {
+	if err := o.adoptPods(ctx, p, existing); err != nil {
 		return err
 	}
 	if o.DryRun == "server" {
@@ -571,12 +537,8 @@ func adoptStatefulSet(ctx context.Context, o *AdoptOptions) error {
 }
 
 func newAdoptCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	var member memberFlags
-	o := &AdoptOptions{Out: streams.Out}
-	cmd := &cobra.Command{
-		Use:   "adopt (deployment/NAME | statefulset/NAME) --cluster CLUSTER",
-		Short: "Take a workload running in a member cluster under the host, restarting nothing",
-		Long: `Take a Deployment or StatefulSet that runs in a member cluster under the host
+	return workloadCommand(flags, streams, "adopt", "Take a workload running in a member cluster under the host, restarting nothing",
+		`Take a Deployment or StatefulSet that runs in a member cluster under the host
 in place: the host gets the workload and one pod per running member pod,
 bound to the cluster's virtual node; the member pods are the same pods
 (same UIDs, no container restarted), now flotilla's; the member's own
@@ -588,8 +550,19 @@ missing in both refuses the adoption up front, listing every reason.
 The member is reached with --member-kubeconfig or --member-context; -n is
 the host namespace, whose member namespace follows the cluster's namespace
 mapping. A run that was interrupted can be run again: it finds what was
-done and finishes.`,
-		Args: cobra.ExactArgs(1),
+done and finishes.`, Adopt)
+}
+
+// workloadCommand is adopt's or release's command: KIND/NAME, the cluster,
+// the member's credentials and a dry run, then run.
+func workloadCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams, verb, short, long string, run func(context.Context, *AdoptOptions) error) *cobra.Command {
+	var member memberFlags
+	o := &AdoptOptions{Out: streams.Out}
+	cmd := &cobra.Command{
+		Use:   verb + " (deployment/NAME | statefulset/NAME) --cluster CLUSTER",
+		Short: short,
+		Long:  long,
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
 			kind, name, ok := strings.Cut(args[0], "/")
@@ -615,7 +588,7 @@ done and finishes.`,
 			if o.Namespace, _, err = flags.ToRawKubeConfigLoader().Namespace(); err != nil {
 				return err
 			}
-			return Adopt(cmd.Context(), o)
+			return run(cmd.Context(), o)
 		},
 	}
 	addWorkloadFlags(cmd, &member, &o.Cluster, &o.DryRun, &o.Installation)

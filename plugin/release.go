@@ -94,25 +94,11 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 	if err != nil {
 		return fmt.Errorf("host Deployment: %w", err)
 	}
-	sets, err := o.Host.AppsV1().ReplicaSets(o.Namespace).List(ctx, metav1.ListOptions{})
+	rs, err := activeReplicaSet(ctx, o.Host, hd, "release")
 	if err != nil {
 		return err
 	}
-	var active []*appsv1.ReplicaSet
-	for i := range sets.Items {
-		rs := &sets.Items[i]
-		if c := metav1.GetControllerOf(rs); c != nil && c.UID == hd.UID && ptr.Deref(rs.Spec.Replicas, 0) > 0 {
-			active = append(active, rs)
-		}
-	}
-	if len(active) != 1 {
-		return fmt.Errorf("release deployment/%s refused: %d of its ReplicaSets have replicas; release it once its rollout is done", o.Name, len(active))
-	}
-	rs := active[0]
-	hostPods, memberPods, err := releasePods(ctx, o, vn, rs.Spec.Selector, func(p *corev1.Pod) bool {
-		c := metav1.GetControllerOf(p)
-		return c != nil && c.UID == rs.UID
-	})
+	hostPods, memberPods, err := releasePods(ctx, o, vn, rs.Spec.Selector, controlledBy(rs.UID))
 	if err != nil {
 		return err
 	}
@@ -172,26 +158,7 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 	if _, err := o.Member.AppsV1().Deployments(vn.memberNS).Create(ctx, md, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("member Deployment: %w", err)
 	}
-	if err := waitFor(ctx, "the member Deployment to own its ReplicaSet, with no new one", func(ctx context.Context) (bool, string, error) {
-		cur, err := o.Member.AppsV1().Deployments(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		list, err := o.Member.AppsV1().ReplicaSets(vn.memberNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		var mine []string
-		for _, s := range list.Items {
-			if c := metav1.GetControllerOf(&s); c != nil && c.UID == cur.UID {
-				mine = append(mine, s.Name)
-			}
-		}
-		if len(mine) > 1 || (len(mine) == 1 && mine[0] != rs.Name) {
-			return false, "", fmt.Errorf("the member Deployment made ReplicaSet(s) %v of its own", mine)
-		}
-		return len(mine) == 1, fmt.Sprintf("ReplicaSets %v", mine), nil
-	}); err != nil {
+	if err := waitOwnsOnly(ctx, o.Member, vn.memberNS, o.Name, rs.Name); err != nil {
 		return err
 	}
 	o.say("member Deployment %s/%s owns ReplicaSet %s and the %d running pods", vn.memberNS, o.Name, rs.Name, len(memberPods))
@@ -372,10 +339,7 @@ func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
 	if len(hs.Spec.VolumeClaimTemplates) > 0 {
 		return fmt.Errorf("release statefulset/%s refused: its claims would stay the host's; release does not hand claims back yet", o.Name)
 	}
-	hostPods, memberPods, err := releasePods(ctx, o, vn, hs.Spec.Selector, func(p *corev1.Pod) bool {
-		c := metav1.GetControllerOf(p)
-		return c != nil && c.UID == hs.UID
-	})
+	hostPods, memberPods, err := releasePods(ctx, o, vn, hs.Spec.Selector, controlledBy(hs.UID))
 	if err != nil {
 		return err
 	}
@@ -449,42 +413,10 @@ func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
 }
 
 func newReleaseCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
-	var member memberFlags
-	o := &AdoptOptions{Out: streams.Out}
-	cmd := &cobra.Command{
-		Use:   "release (deployment/NAME | statefulset/NAME) --cluster CLUSTER",
-		Short: "Hand a workload back to the member cluster it runs in, deleting no pod",
-		Long: `Hand a host Deployment or StatefulSet whose pods all run in one member
+	return workloadCommand(flags, streams, "release", "Hand a workload back to the member cluster it runs in, deleting no pod",
+		`Hand a host Deployment or StatefulSet whose pods all run in one member
 cluster back to that member: the member gets the workload (and ReplicaSet)
 owning the running pods, flotilla lets the pods go, and the host's objects
 are deleted. No pod is deleted or restarted. The way back from adopt, and
-the emergency fallback when the host is to be bypassed.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			kind, name, ok := strings.Cut(args[0], "/")
-			if !ok {
-				return fmt.Errorf("want KIND/NAME, e.g. deployment/web")
-			}
-			o.Kind, o.Name = kind, name
-			if o.Cluster == "" {
-				return fmt.Errorf("--cluster is required: the virtual node of the member the workload runs in")
-			}
-			if o.DryRun == "none" {
-				o.DryRun = ""
-			}
-			if o.Host, err = hostClient(flags); err != nil {
-				return err
-			}
-			if o.Member, err = member.client(flags); err != nil {
-				return err
-			}
-			if o.Namespace, _, err = flags.ToRawKubeConfigLoader().Namespace(); err != nil {
-				return err
-			}
-			return Release(cmd.Context(), o)
-		},
-	}
-	addWorkloadFlags(cmd, &member, &o.Cluster, &o.DryRun, &o.Installation)
-	return cmd
+the emergency fallback when the host is to be bypassed.`, Release)
 }

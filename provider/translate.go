@@ -80,16 +80,7 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 	// Placement may have replaced the pod's node constraints, in the
 	// host, by the clusters that can run it; the member gets the pod's own.
 	if mc, ok, err := fit.MemberConstraintsOf(host); err == nil && ok {
-		s.NodeSelector = mc.NodeSelector
-		if mc.Required != nil || (s.Affinity != nil && s.Affinity.NodeAffinity != nil) {
-			if s.Affinity == nil {
-				s.Affinity = &corev1.Affinity{}
-			}
-			if s.Affinity.NodeAffinity == nil {
-				s.Affinity.NodeAffinity = &corev1.NodeAffinity{}
-			}
-			s.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = mc.Required
-		}
+		mc.Restore(s)
 		delete(m.Annotations, wellknown.MemberConstraintsAnnotation)
 	}
 	s.NodeName = ""

@@ -14,10 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/streaming"
 )
 
 // adoptMember is the member the adoption tests' workloads start in.
@@ -46,7 +48,32 @@ func memberWorkloadTemplate(app string) corev1.PodTemplateSpec {
 func memberApp(t *testing.T, mc kubernetes.Interface, ns, app string, replicas int32, stateful bool) map[string]corev1.Pod {
 	t.Helper()
 	ctx := t.Context()
-	if _, err := mc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := mc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err == nil {
+		// What the member runs of its own (released workloads included)
+		// takes room the later tests count on: it goes, pods and all.
+		t.Cleanup(func() {
+			ctx := context.Background()
+			// The host's pods first, so that flotilla-node deletes its
+			// member pods rather than forward them again.
+			_ = hostClient().CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				pods, err := hostClient().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				return err == nil && len(pods.Items) == 0, nil
+			}); err != nil {
+				t.Errorf("host namespace %s still has pods: %v", ns, err)
+			}
+			if err := mc.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("delete member namespace %s: %v", ns, err)
+				return
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+				pods, err := mc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				return err == nil && len(pods.Items) == 0, nil
+			}); err != nil {
+				t.Errorf("member namespace %s still has pods: %v", ns, err)
+			}
+		})
+	} else if !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	if _, err := mc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: app + "-config"}, Data: map[string]string{"MODE": "prod"}}, metav1.CreateOptions{}); err != nil {
@@ -310,7 +337,7 @@ func TestAdoptInterruptedAndRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out streaming.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -343,7 +343,7 @@ func runReleaseContainer(t *testing.T, ns string, r release) {
 	// The kubelet ports are the chart's (10250, and 10300 for the second
 	// virtual cluster): the world hands out ports from 20000 up, so these
 	// are free in its network namespace.
-	args := podArgs(t, ns, d)
+	args := podArgs(t, d)
 	hostKC := serviceAccountKubeconfig(t, ns, d.Spec.Template.Spec.ServiceAccountName)
 	p, err := env.World.StartProcess("helm-"+r.name+"-"+fmt.Sprint(time.Now().UnixNano()%100000), env.NodeBinary,
 		append(args, "--host-kubeconfig="+hostKC)...)
@@ -407,83 +407,16 @@ func runReleaseContainer(t *testing.T, ns string, r release) {
 	}
 }
 
-// podArgs returns the command line of the Deployment's only container with
-// $(VAR) references to its environment expanded and its volumes' mount
-// paths pointing at a directory where their ConfigMap and Secret items are
-// written.
-func podArgs(t *testing.T, ns string, d *appsv1.Deployment) []string {
+// podArgs is the command line of the Deployment's only container, as a
+// kubelet of the world would run it (fleet.ContainerCommand).
+func podArgs(t *testing.T, d *appsv1.Deployment) []string {
 	t.Helper()
-	ctx, hc := t.Context(), hostClient()
-	spec := d.Spec.Template.Spec
-	if len(spec.Containers) != 1 {
-		t.Fatalf("Deployment %s has %d containers, want 1", d.Name, len(spec.Containers))
+	if len(d.Spec.Template.Spec.Containers) != 1 {
+		t.Fatalf("Deployment %s has %d containers, want 1", d.Name, len(d.Spec.Template.Spec.Containers))
 	}
-	c := spec.Containers[0]
-	dir := t.TempDir()
-	volumes := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = v
-	}
-	var replacements []string
-	for _, m := range c.VolumeMounts {
-		v, ok := volumes[m.Name]
-		if !ok {
-			t.Fatalf("volume mount %s names no volume", m.Name)
-		}
-		var data map[string][]byte
-		var items []corev1.KeyToPath
-		switch {
-		case v.ConfigMap != nil:
-			cm, err := hc.CoreV1().ConfigMaps(ns).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("volume %s: %v", v.Name, err)
-			}
-			data = map[string][]byte{}
-			for k, s := range cm.Data {
-				data[k] = []byte(s)
-			}
-			items = v.ConfigMap.Items
-		case v.Secret != nil:
-			s, err := hc.CoreV1().Secrets(ns).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("volume %s: %v", v.Name, err)
-			}
-			data, items = s.Data, v.Secret.Items
-		default:
-			t.Fatalf("volume %s: only ConfigMap and Secret volumes are run here", v.Name)
-		}
-		if len(items) == 0 {
-			for k := range data {
-				items = append(items, corev1.KeyToPath{Key: k, Path: k})
-			}
-		}
-		local := filepath.Join(dir, m.MountPath)
-		for _, it := range items {
-			b, ok := data[it.Key]
-			if !ok {
-				t.Fatalf("volume %s has no key %s", v.Name, it.Key)
-			}
-			if err := os.MkdirAll(filepath.Dir(filepath.Join(local, it.Path)), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(local, it.Path), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		replacements = append(replacements, "="+m.MountPath+"/", "="+local+"/")
-	}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
-			replacements = append(replacements, "$("+e.Name+")", testworld.AdvertiseIP)
-		case e.ValueFrom == nil:
-			replacements = append(replacements, "$("+e.Name+")", e.Value)
-		}
-	}
-	r := strings.NewReplacer(replacements...)
-	args := append(slices.Clone(c.Command), c.Args...)
-	for i, a := range args {
-		args[i] = r.Replace(a)
+	args, err := fleet.ContainerCommand(t.Context(), hostClient(), d, d.Spec.Template.Spec.Containers[0].Name, testworld.AdvertiseIP, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return args
 }

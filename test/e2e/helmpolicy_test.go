@@ -168,7 +168,7 @@ func TestHelmInstallFlotillaPolicy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		args := append(podArgs(t, ns, d), "--kubeconfig="+serviceAccountKubeconfig(t, ns, d.Spec.Template.Spec.ServiceAccountName))
+		args := append(podArgs(t, d), "--kubeconfig="+serviceAccountKubeconfig(t, ns, d.Spec.Template.Spec.ServiceAccountName))
 		p, err := env.World.StartProcess("helm-policy-"+fmt.Sprint(time.Now().UnixNano()%100000), bin, args...)
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/test/tools"
 )
@@ -169,13 +169,20 @@ func TestHelmInstallPullMode(t *testing.T) {
 		}
 	})
 	memberKC := memberServiceAccountKubeconfig(t, mc, member, relNS, d.Spec.Template.Spec.ServiceAccountName)
-	nodeArgs := containerArgs(t, mc, relNS, d, "flotilla-node", site.Addr)
+	dir := t.TempDir()
+	nodeArgs, err := fleet.ContainerCommand(ctx, mc, d, "flotilla-node", site.Addr, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	node, err := env.World.StartSiteProcess(site, "helm-"+release+"-node", env.NodeBinary, append(nodeArgs, "--member-kubeconfig="+memberKC)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = node.Stop() })
-	agentArgs := containerArgs(t, mc, relNS, d, "konnectivity-agent", site.Addr)
+	agentArgs, err := fleet.ContainerCommand(ctx, mc, d, "konnectivity-agent", site.Addr, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if agentArgs[0] != "/proxy-agent" {
 		t.Fatalf("the agent container runs %q, want the proxy-agent image's /proxy-agent", agentArgs[0])
 	}
@@ -343,88 +350,4 @@ func memberServiceAccountKubeconfig(t *testing.T, c kubernetes.Interface, member
 		t.Fatal(err)
 	}
 	return writeKubeconfig(t, member.Server(), ca, tr.Status.Token)
-}
-
-// containerArgs returns the command line of the named container of d
-// (its command, else its image's entrypoint left for the caller to
-// replace, then its args) with $(VAR) references to its environment
-// expanded — a pod IP is podIP — and its volumes' mount paths pointing at
-// a directory where their ConfigMap and Secret items, read from c, are
-// written.
-func containerArgs(t *testing.T, c kubernetes.Interface, ns string, d *appsv1.Deployment, container, podIP string) []string {
-	t.Helper()
-	ctx := t.Context()
-	spec := d.Spec.Template.Spec
-	i := slices.IndexFunc(spec.Containers, func(c corev1.Container) bool { return c.Name == container })
-	if i < 0 {
-		t.Fatalf("Deployment %s has no container %s", d.Name, container)
-	}
-	ctr := spec.Containers[i]
-	dir := t.TempDir()
-	volumes := map[string]corev1.Volume{}
-	for _, v := range spec.Volumes {
-		volumes[v.Name] = v
-	}
-	var replacements []string
-	for _, m := range ctr.VolumeMounts {
-		v, ok := volumes[m.Name]
-		if !ok {
-			t.Fatalf("volume mount %s names no volume", m.Name)
-		}
-		var data map[string][]byte
-		var items []corev1.KeyToPath
-		switch {
-		case v.ConfigMap != nil:
-			cm, err := c.CoreV1().ConfigMaps(ns).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("volume %s: %v", v.Name, err)
-			}
-			data = map[string][]byte{}
-			for k, s := range cm.Data {
-				data[k] = []byte(s)
-			}
-			items = v.ConfigMap.Items
-		case v.Secret != nil:
-			s, err := c.CoreV1().Secrets(ns).Get(ctx, v.Secret.SecretName, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("volume %s: %v", v.Name, err)
-			}
-			data, items = s.Data, v.Secret.Items
-		default:
-			t.Fatalf("volume %s: only ConfigMap and Secret volumes are run here", v.Name)
-		}
-		if len(items) == 0 {
-			for k := range data {
-				items = append(items, corev1.KeyToPath{Key: k, Path: k})
-			}
-		}
-		local := filepath.Join(dir, m.Name)
-		for _, it := range items {
-			b, ok := data[it.Key]
-			if !ok {
-				t.Fatalf("volume %s has no key %s", v.Name, it.Key)
-			}
-			if err := os.MkdirAll(filepath.Dir(filepath.Join(local, it.Path)), 0o700); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(local, it.Path), b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		replacements = append(replacements, "="+m.MountPath+"/", "="+local+"/")
-	}
-	for _, e := range ctr.Env {
-		switch {
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
-			replacements = append(replacements, "$("+e.Name+")", podIP)
-		case e.ValueFrom == nil:
-			replacements = append(replacements, "$("+e.Name+")", e.Value)
-		}
-	}
-	r := strings.NewReplacer(replacements...)
-	args := append(slices.Clone(ctr.Command), ctr.Args...)
-	for i, a := range args {
-		args[i] = r.Replace(a)
-	}
-	return args
 }

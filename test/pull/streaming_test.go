@@ -1,18 +1,12 @@
 package pull_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,12 +14,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/streaming"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -42,7 +35,7 @@ func TestPullStreaming(t *testing.T) {
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
 
 	t.Run("logs -f", func(t *testing.T) {
-		out := startKubectl(t, "logs", "-n", ns, pod.Name, "-f", "--tail=1")
+		out := streaming.Kubectl(t, env.World, "logs", "-n", ns, pod.Name, "-f", "--tail=1")
 		n := 0
 		// A line written before the stream reached the end of the file is
 		// not new to it; keep writing until one comes through.
@@ -59,39 +52,17 @@ func TestPullStreaming(t *testing.T) {
 	})
 
 	t.Run("exec with a TTY", func(t *testing.T) {
-		// kubectl only allocates a TTY on a terminal; do what it does then.
-		req := env.World.Host().Client().CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).
-			SubResource("exec").VersionedParams(&corev1.PodExecOptions{
-			Container: "app",
-			// The size arrives on its own stream; wait for it. kwok drops
-			// TTY output not yet relayed when the command exits, hence the
-			// final sleep.
-			Command: []string{"sh", "-c", `while [ "$(stty size)" = "0 0" ]; do sleep 0.1; done; stty size; test -t 0 && echo tty; sleep 1`},
-			Stdin:   true, Stdout: true, TTY: true,
-		}, scheme.ParameterCodec)
-		executor, err := remotecommand.NewWebSocketExecutor(env.World.Host().RESTConfig(), http.MethodGet, req.URL().String())
+		out, err := streaming.ExecTTY(t.Context(), env.World, ns, pod.Name, "app", 91, 27)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("exec with a TTY: %v (output %q)", err, out)
 		}
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		stdin, stdinW := io.Pipe()
-		defer stdinW.Close()
-		var out syncBuffer
-		err = executor.StreamWithContext(ctx, remotecommand.StreamOptions{
-			Stdin: stdin, Stdout: &out, Tty: true,
-			TerminalSizeQueue: &oneSize{ctx: ctx, size: remotecommand.TerminalSize{Width: 91, Height: 27}},
-		})
-		if err != nil {
-			t.Fatalf("exec with a TTY: %v (output %q)", err, out.String())
-		}
-		if got := out.String(); !strings.Contains(got, "27 91") || !strings.Contains(got, "tty") {
+		if got := out; !strings.Contains(got, "27 91") || !strings.Contains(got, "tty") {
 			t.Errorf("exec with a 91x27 TTY printed %q, want the size 27 91 and tty", got)
 		}
 	})
 
 	t.Run("attach", func(t *testing.T) {
-		out := startKubectl(t, "attach", "-n", ns, pod.Name, "-c", "app")
+		out := streaming.Kubectl(t, env.World, "attach", "-n", ns, pod.Name, "-c", "app")
 		n := 0
 		poll(t, 30*time.Second, "output written after kubectl attach started", func(context.Context) (bool, string) {
 			if regexp.MustCompile(`attached \d+ ` + id).MatchString(out.String()) {
@@ -113,8 +84,8 @@ func TestPullStreaming(t *testing.T) {
 			t.Fatalf("listen where kwok forwards to: %v", err)
 		}
 		t.Cleanup(func() { l.Close() })
-		go serveEcho(l)
-		out := startKubectl(t, "port-forward", "-n", ns, "pod/"+pod.Name, ":8080")
+		go streaming.ServeEcho(l)
+		out := streaming.Kubectl(t, env.World, "port-forward", "-n", ns, "pod/"+pod.Name, ":8080")
 		forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
 		var local string
 		poll(t, 30*time.Second, "kubectl port-forward to listen", func(context.Context) (bool, string) {
@@ -127,18 +98,9 @@ func TestPullStreaming(t *testing.T) {
 		})
 		for i := range 2 {
 			msg := fmt.Sprintf("ping %d through the tunnel", i)
-			conn, err := net.DialTimeout("tcp", local, 5*time.Second)
+			reply, err := streaming.RoundTrip(local, msg)
 			if err != nil {
-				t.Fatal(err)
-			}
-			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
-			if _, err := fmt.Fprintln(conn, msg); err != nil {
-				t.Fatal(err)
-			}
-			reply, err := bufio.NewReader(conn).ReadString('\n')
-			conn.Close()
-			if err != nil {
-				t.Fatalf("read reply %d: %v", i, err)
+				t.Fatalf("round trip %d: %v", i, err)
 			}
 			if want := "echo: " + msg + "\n"; reply != want {
 				t.Errorf("reply %d = %q, want %q", i, reply, want)
@@ -223,81 +185,5 @@ func TestDeploymentOverPushAndPull(t *testing.T) {
 		if want := "served from " + p.Spec.NodeName + " " + id + "\n"; err != nil || out != want {
 			t.Errorf("kubectl logs %s (in %s) = %q, %v; want %q", p.Name, p.Spec.NodeName, out, err, want)
 		}
-	}
-}
-
-// syncBuffer is a bytes.Buffer that a command writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startKubectl starts a long-running kubectl (logs -f, attach,
-// port-forward) against the host whose stdout the test watches; it is
-// stopped at the end of the test.
-func startKubectl(t *testing.T, args ...string) *syncBuffer {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Host().KubeconfigPath}, args...)...)
-	out, errOut := &syncBuffer{}, &syncBuffer{}
-	cmd.Stdout, cmd.Stderr = out, errOut
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatalf("start kubectl %s: %v", strings.Join(args, " "), err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("kubectl %s stderr:\n%s", strings.Join(args, " "), errOut.String())
-		}
-	})
-	return out
-}
-
-// oneSize reports one terminal size, then none until ctx ends.
-type oneSize struct {
-	ctx  context.Context
-	size remotecommand.TerminalSize
-	sent bool
-}
-
-func (q *oneSize) Next() *remotecommand.TerminalSize {
-	if !q.sent {
-		q.sent = true
-		return &q.size
-	}
-	<-q.ctx.Done()
-	return nil
-}
-
-// serveEcho answers every line of every connection with "echo: <line>".
-func serveEcho(l net.Listener) {
-	for {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer conn.Close()
-			sc := bufio.NewScanner(conn)
-			for sc.Scan() {
-				if _, err := fmt.Fprintf(conn, "echo: %s\n", sc.Text()); err != nil {
-					return
-				}
-			}
-		}()
 	}
 }
