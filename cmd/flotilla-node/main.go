@@ -39,6 +39,7 @@ import (
 	"flotilla.io/flotilla/internal/agent"
 	"flotilla.io/flotilla/internal/kubeconfig"
 	"flotilla.io/flotilla/internal/logging"
+	"flotilla.io/flotilla/internal/memlimit"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -176,6 +177,11 @@ func run() error {
 	}
 	if err := setupLogging(o); err != nil {
 		return err
+	}
+	if limit, err := memlimit.FromCgroup(); err != nil {
+		log.L.WithError(err).Warn("no soft memory limit for the Go runtime")
+	} else if limit > 0 {
+		log.L.WithField("bytes", limit).Info("Go runtime memory limit set below the container's")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
