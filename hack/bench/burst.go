@@ -28,10 +28,12 @@ func (burst) peakPods(o *options) int { return o.replicas }
 
 func (burst) run(ctx context.Context, t *target, run int, s sample) error {
 	t.meter.reset()
+	logs := t.markLogs()
 	got, err := runDeployment(ctx, t, "burst-"+strconv.Itoa(run), t.opts.replicas, t.meter, workloadHooks{})
 	if err != nil {
 		return err
 	}
+	t.countLogs(logs, "burst", s)
 	for k, v := range got {
 		s[k] = v
 	}

@@ -56,6 +56,8 @@ var tableRows = []row{
 	{"burst: all pods Running+Ready (s)", "burst.ready_s", "%.2f", true},
 	{"burst: pods per second", "burst.pods_per_s", "%.1f", false},
 	{"burst: all pods created (s)", "burst.created_s", "%.2f", true},
+	{"burst: flotilla-node error lines (create + delete)", "burst.log_error_lines", "%.0f", false},
+	{"burst: flotilla-node warning lines (create + delete)", "burst.log_warning_lines", "%.0f", false},
 	{"burst: all pods scheduled (s)", "burst.scheduled_s", "%.2f", true},
 	{"burst: pod startup p50 (s)", "burst.pod_startup_p50_s", "%.2f", true},
 	{"burst: pod startup p99 (s)", "burst.pod_startup_p99_s", "%.2f", true},
