@@ -163,7 +163,7 @@ func setupLogging(o *options) error {
 		return err
 	}
 	entry := logrus.NewEntry(logger).WithField("cluster", o.clusterName)
-	log.L = logruslogger.FromLogrus(entry)
+	log.L = logging.QuietConflicts(logruslogger.FromLogrus(entry))
 	// klog (client-go, and the apiserver libraries behind the kubelet
 	// endpoint's auth) logs through the same logger.
 	klog.SetLogger(logging.Logr(entry))

@@ -1,0 +1,42 @@
+package logging
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sirupsen/logrus"
+	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// TestQuietConflicts: virtual-kubelet's error about a status update that
+// lost a race, wrapped as it wraps it, is logged at debug level; any
+// other error stays an error.
+func TestQuietConflicts(t *testing.T) {
+	var out bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&out)
+	l.SetLevel(logrus.DebugLevel)
+	logger := QuietConflicts(logruslogger.FromLogrus(logrus.NewEntry(l)))
+
+	// Wrapped, as virtual-kubelet wraps it.
+	conflict := fmt.Errorf("error while updating pod status in kubernetes: %w",
+		apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "web", errors.New("the object has been modified")))
+	logger.WithField("key", "bench/web").WithError(conflict).Error("Error processing pod status update")
+	logger.WithError(conflict).WithField("key", "bench/web").Warnf("requeuing %q due to failed sync", "bench/web")
+	logger.WithError(fmt.Errorf("dial tcp: connection refused")).Error("Error processing pod status update")
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("logged:\n%s", out.String())
+	}
+	for i, want := range []string{"level=debug", "level=debug", "level=error"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s, want %s", i, lines[i], want)
+		}
+	}
+}
