@@ -330,35 +330,8 @@ func TestKubectlPortForward(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t)
 	pod := streamingPod(t, ns, "portforward", logsMember, nil)
-	l, err := net.Listen("tcp", net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(testworld.KwokPortForwardPort)))
-	if err != nil {
-		t.Fatalf("listen where kwok forwards to: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go streaming.ServeEcho(l)
-
-	out := streaming.Kubectl(t, env.World, "port-forward", "-n", ns, "pod/"+pod.Name, ":8080")
-	forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
-	var local string
-	eventually(t, 30*time.Second, "kubectl port-forward to listen", func(context.Context) (bool, string, error) {
-		m := forwarding.FindStringSubmatch(out.String())
-		if m == nil {
-			return false, out.String(), nil
-		}
-		local = net.JoinHostPort("127.0.0.1", m[1])
-		return true, "", nil
-	})
-	// Two connections: each is a stream of its own through both apiservers.
-	for i := range 2 {
-		msg := fmt.Sprintf("ping %d through %s", i, logsMember)
-		reply, err := streaming.RoundTrip(local, msg)
-		if err != nil {
-			t.Fatalf("round trip %d: %v", i, err)
-		}
-		if want := "echo: " + msg + "\n"; reply != want {
-			t.Errorf("reply %d = %q, want %q", i, reply, want)
-		}
-	}
+	local := streaming.PortForward(t, env.World, ns, pod.Name)
+	streaming.EchoTwice(t, local, logsMember)
 }
 
 // TestKubeletAPIAuth calls a virtual node's kubelet endpoint directly: it

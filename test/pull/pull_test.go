@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -87,6 +88,41 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
+// virtualNodeToleration lets a pod onto flotilla's virtual nodes.
+var virtualNodeToleration = corev1.Toleration{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
+	Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}
+
+// spreadDeployment is a Deployment of replicas pods (container "app",
+// nginx:1.27) labelled app=name, allowed on the virtual nodes of clusters
+// only and spread evenly over them.
+func spreadDeployment(name string, replicas int32, clusters ...string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{virtualNodeToleration},
+					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+							MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: clusters}},
+						}}},
+					}},
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: wellknown.ClusterLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers:                    []corev1.Container{{Name: "app", Image: "nginx:1.27"}},
+				},
+			},
+		},
+	}
+}
+
 // runOn creates a pod placed on member's virtual node and waits until it
 // runs there.
 func runOn(t *testing.T, ns, name, member string) *corev1.Pod {
@@ -95,9 +131,8 @@ func runOn(t *testing.T, ns, name, member string) *corev1.Pod {
 	if _, err := host.CoreV1().Pods(ns).Create(t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{wellknown.ClusterLabel: member},
-			Tolerations: []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
-				Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector:                  map[string]string{wellknown.ClusterLabel: member},
+			Tolerations:                   []corev1.Toleration{virtualNodeToleration},
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 			Containers:                    []corev1.Container{{Name: "app", Image: "busybox:1.36"}},
 		},

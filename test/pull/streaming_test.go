@@ -3,23 +3,17 @@ package pull_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/test/streaming"
-	"flotilla.io/flotilla/test/testworld"
 )
 
 // TestPullStreaming: the kubelet API's long-lived streams reach a pod of the
@@ -77,35 +71,8 @@ func TestPullStreaming(t *testing.T) {
 	})
 
 	t.Run("port-forward", func(t *testing.T) {
-		// kwok in the site sends every forwarded port to this address of
-		// the world's, which the site reaches through its gateway.
-		l, err := net.Listen("tcp", net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(testworld.KwokPortForwardPort)))
-		if err != nil {
-			t.Fatalf("listen where kwok forwards to: %v", err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go streaming.ServeEcho(l)
-		out := streaming.Kubectl(t, env.World, "port-forward", "-n", ns, "pod/"+pod.Name, ":8080")
-		forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
-		var local string
-		poll(t, 30*time.Second, "kubectl port-forward to listen", func(context.Context) (bool, string) {
-			m := forwarding.FindStringSubmatch(out.String())
-			if m == nil {
-				return false, out.String()
-			}
-			local = net.JoinHostPort("127.0.0.1", m[1])
-			return true, ""
-		})
-		for i := range 2 {
-			msg := fmt.Sprintf("ping %d through the tunnel", i)
-			reply, err := streaming.RoundTrip(local, msg)
-			if err != nil {
-				t.Fatalf("round trip %d: %v", i, err)
-			}
-			if want := "echo: " + msg + "\n"; reply != want {
-				t.Errorf("reply %d = %q, want %q", i, reply, want)
-			}
-		}
+		local := streaming.PortForward(t, env.World, ns, pod.Name)
+		streaming.EchoTwice(t, local, "the tunnel")
 	})
 }
 
@@ -117,35 +84,8 @@ func TestDeploymentOverPushAndPull(t *testing.T) {
 	ctx := t.Context()
 	ns := namespace(t, "push-and-pull")
 	host := env.World.Host().Client()
-	labels := map[string]string{"app": "web"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](4),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual,
-						Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}},
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-						RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-							MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{near, far}}},
-						}}},
-					}},
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew: 1, TopologyKey: wellknown.ClusterLabel, WhenUnsatisfiable: corev1.DoNotSchedule,
-						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-					}},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers:                    []corev1.Container{{Name: "app", Image: "nginx:1.27", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}},
-				},
-			},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-			}},
-		},
-	}
+	d := spreadDeployment("web", 4, near, far)
+	d.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80}}
 	if _, err := host.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,15 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
 
@@ -146,4 +149,48 @@ func RoundTrip(local, msg string) (string, error) {
 		return "", err
 	}
 	return bufio.NewReader(conn).ReadString('\n')
+}
+
+// PortForward listens where kwok forwards every pod port (AdvertiseIP,
+// KwokPortForwardPort, which a site reaches through its gateway) with an
+// echo server, starts kubectl port-forward to port 8080 of pod ns/name
+// through w's host, and returns the local address once kubectl listens.
+func PortForward(t *testing.T, w *testworld.World, ns, name string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(testworld.AdvertiseIP, strconv.Itoa(testworld.KwokPortForwardPort)))
+	if err != nil {
+		t.Fatalf("listen where kwok forwards to: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go ServeEcho(l)
+	out := Kubectl(t, w, "port-forward", "-n", ns, "pod/"+name, ":8080")
+	forwarding := regexp.MustCompile(`Forwarding from 127\.0\.0\.1:(\d+) -> 8080`)
+	var local string
+	if err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		m := forwarding.FindStringSubmatch(out.String())
+		if m != nil {
+			local = net.JoinHostPort("127.0.0.1", m[1])
+		}
+		return m != nil, nil
+	}); err != nil {
+		t.Fatalf("kubectl port-forward to listen: %v (output %q)", err, out.String())
+	}
+	return local
+}
+
+// EchoTwice sends a line through the port-forward at local on two
+// connections of its own — each a stream of its own through the
+// apiservers — and checks that the echo server answers each.
+func EchoTwice(t *testing.T, local, via string) {
+	t.Helper()
+	for i := range 2 {
+		msg := fmt.Sprintf("ping %d through %s", i, via)
+		reply, err := RoundTrip(local, msg)
+		if err != nil {
+			t.Fatalf("round trip %d: %v", i, err)
+		}
+		if want := "echo: " + msg + "\n"; reply != want {
+			t.Errorf("reply %d = %q, want %q", i, reply, want)
+		}
+	}
 }
