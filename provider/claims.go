@@ -115,19 +115,31 @@ func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
 		// A clone is offered where its source is bound: the source
 		// binding concerns the claims cloned from it.
 		if cl, ok := obj.(*corev1.PersistentVolumeClaim); ok && cl.Spec.VolumeName != "" {
-			keys = append(keys, c.clonesOf(cl)...)
+			keys = append(keys, c.clonesOf(cl.Namespace, cl.Name)...)
 		}
 		return keys
 	})); err != nil {
 		return nil, err
 	}
 	// A volume concerns the claim it is bound to and the one it was
-	// offered to: bound to another, that one needs a new offer.
+	// offered to: bound to another, that one needs a new offer. A bound
+	// volume, ours or not, concerns the clones of its claim too: the
+	// claim's binding and its volume come by separate watches, and a clone
+	// whose source the cache showed bound to a volume it did not hold yet
+	// waits for that volume.
 	if _, err := hv.Informer().AddEventHandler(handle(func(obj any) []string {
-		if v, ok := obj.(*corev1.PersistentVolume); ok && e.ours(v) {
-			return []string{claimKeyOf(v), hostKey(v)}
+		v, ok := obj.(*corev1.PersistentVolume)
+		if !ok {
+			return nil
 		}
-		return nil
+		var keys []string
+		if e.ours(v) {
+			keys = append(keys, claimKeyOf(v), hostKey(v))
+		}
+		if r := v.Spec.ClaimRef; r != nil {
+			keys = append(keys, c.clonesOf(r.Namespace, r.Name)...)
+		}
+		return keys
 	})); err != nil {
 		return nil, err
 	}
@@ -161,15 +173,16 @@ func hostKey(o metav1.Object) string {
 	return o.GetAnnotations()[wellknown.HostNamespaceAnnotation] + "/" + o.GetAnnotations()[wellknown.HostNameAnnotation]
 }
 
-// clonesOf are the keys of the unbound claims whose data source is src.
-func (c *claims) clonesOf(src *corev1.PersistentVolumeClaim) []string {
-	all, err := c.hostClaims.PersistentVolumeClaims(src.Namespace).List(labels.Everything())
+// clonesOf are the keys of the unbound claims whose data source is the
+// claim namespace/name.
+func (c *claims) clonesOf(namespace, name string) []string {
+	all, err := c.hostClaims.PersistentVolumeClaims(namespace).List(labels.Everything())
 	if err != nil {
 		return nil
 	}
 	var out []string
 	for _, cl := range all {
-		if ref := cl.Spec.DataSourceRef; cl.Spec.VolumeName == "" && ref != nil && isClaimRef(ref) && ref.Name == src.Name {
+		if ref := cl.Spec.DataSourceRef; cl.Spec.VolumeName == "" && ref != nil && isClaimRef(ref) && ref.Name == name {
 			out = append(out, cl.Namespace+"/"+cl.Name)
 		}
 	}
@@ -231,11 +244,11 @@ func (c *claims) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	offer := false
+	held := false // a volume of ours is on offer to the claim, or taken by it
 	for _, v := range vols {
 		switch {
 		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[offerForLabel] == string(claim.UID):
-			offer = true // still on offer
+			held = true // still on offer
 		case claim != nil && claim.Spec.VolumeName == v.Name && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == claim.UID:
 			if err := c.follow(ctx, claim, v); err != nil {
 				return err
@@ -245,7 +258,10 @@ func (c *claims) sync(ctx context.Context, key string) error {
 			// volume's side of the binding yet (the two come by separate
 			// watches): its update brings the claim back here.
 		case v.Spec.ClaimRef != nil && claim != nil && v.Spec.ClaimRef.UID == claim.UID:
-			// Bound by the scheduler, not yet by the PV controller.
+			// Bound by the scheduler, not yet by the PV controller (or
+			// the cache does not show the claim's side yet): no new
+			// offer, the claim is taken.
+			held = true
 		default:
 			// An offer withdrawn (the claim went elsewhere, or is
 			// gone), or a volume whose claim is gone: released.
@@ -254,7 +270,7 @@ func (c *claims) sync(ctx context.Context, key string) error {
 			}
 		}
 	}
-	if claim == nil || claim.DeletionTimestamp != nil || claim.Spec.VolumeName != "" || offer {
+	if claim == nil || claim.DeletionTimestamp != nil || claim.Spec.VolumeName != "" || held {
 		return nil
 	}
 	return c.offer(ctx, claim)
@@ -375,7 +391,7 @@ func (c *claims) sourceHere(claim *corev1.PersistentVolumeClaim) (bool, error) {
 	}
 	v, err := c.hostVolumes.Get(src.Spec.VolumeName)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return false, nil // offered once the cache shows the volume (clonesOf)
 	} else if err != nil {
 		return false, err
 	}

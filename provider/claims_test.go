@@ -211,6 +211,59 @@ func TestClaimSeenBoundBeforeItsVolume(t *testing.T) {
 	})
 }
 
+// TestVolumeSeenBoundBeforeItsClaim: the host binds the volume's side
+// first; until the claim's side shows, the claim is taken, not in want of
+// a second offer.
+func TestVolumeSeenBoundBeforeItsClaim(t *testing.T) {
+	claim := hostClaim("data", "standard")
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), claim},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	offer := w.onlyVolume()
+	offer.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+	offer.Status.Phase = corev1.VolumeBound
+	if _, err := w.host.CoreV1().PersistentVolumes().Update(w.ctx, &offer, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.never("a second offer to a claim being bound", 500*time.Millisecond, func() bool { return len(w.hostVolumes()) > 1 })
+}
+
+// TestCloneWaitsForItsSourcesVolume: a clone whose source the cache shows
+// bound to a volume it does not hold yet (claim and volume come by
+// separate watches) is offered once the volume comes.
+func TestCloneWaitsForItsSourcesVolume(t *testing.T) {
+	src, clone := hostClaim("src", "standard"), hostClaim("clone", "standard")
+	src.Spec.VolumeName = fmt.Sprintf("flotilla-%s-%s-0", testNode, src.UID)
+	src.Status.Phase = corev1.ClaimBound
+	clone.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "src"}
+	w := newHarness(t, withStorage(
+		[]runtime.Object{storageClass("standard", ""), src, clone},
+		[]runtime.Object{storageClass("standard", "")}, nil))
+	offered := func() bool {
+		for _, v := range w.hostVolumes() {
+			if v.Labels[offerForLabel] == string(clone.UID) {
+				return true
+			}
+		}
+		return false
+	}
+	w.never("an offer to a clone of a volume nobody has seen", 300*time.Millisecond, offered)
+	owner := wellknown.Owner{Cluster: testNode, Installation: testInstallation}
+	v := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: src.Spec.VolumeName, Labels: owner.Stamp(map[string]string{offerForLabel: string(src.UID)}),
+			Annotations: map[string]string{wellknown.HostNamespaceAnnotation: src.Namespace, wellknown.HostNameAnnotation: src.Name}},
+		Spec: corev1.PersistentVolumeSpec{
+			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: src.Namespace, Name: src.Name, UID: src.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: VolumeDriver, VolumeHandle: testNode + "/" + string(src.UID)}},
+		},
+		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
+	}
+	if _, err := w.host.CoreV1().PersistentVolumes().Create(w.ctx, v, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("an offer to the clone once its source's volume shows", offered)
+}
+
 // TestEphemeralVolumeUsesTheHostsClaim: a generic ephemeral volume reaches
 // the member as a reference to the claim the host made for it
 // (<pod>-<volume>), which flotilla copies; the member makes none of its own.
@@ -321,6 +374,15 @@ func TestClaimResize(t *testing.T) {
 	w.eventually("a Resizing event", func() bool { return len(w.events.find("data", EventResizing)) > 0 })
 	// The member's storage grows it.
 	setMember("5Gi")
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		c, _ := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
+		v, _ := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
+		t.Logf("host claim asks %s, has %s; host volume has %s, annotations %v; member claim has %s",
+			c.Spec.Resources.Requests.Storage(), c.Status.Capacity.Storage(), v.Spec.Capacity.Storage(), v.Annotations, memberClaim().Status.Capacity.Storage())
+	}()
 	w.eventually("5Gi in the host", hostCapacity("5Gi"))
 }
 
