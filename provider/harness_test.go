@@ -141,7 +141,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	pc, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:                            p.PodClient(w.host.CoreV1()),
-		PodInformer:                          podInformer,
+		PodInformer:                          PodInformerForVirtualKubelet(podInformer),
 		EventRecorder:                        recorder,
 		Provider:                             p,
 		PodEventFilterFunc:                   p.PodEventFilter,

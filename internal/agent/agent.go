@@ -323,7 +323,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	}
 	podCtl, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:     pods.PodClient(cfg.HostClient.CoreV1()),
-		PodInformer:   podInformer,
+		PodInformer:   provider.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder: quietSuccess{recorder},
 		Provider:      pods,
 		// The informer only holds this node's pods; the filter spares
