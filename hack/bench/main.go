@@ -59,6 +59,8 @@ type options struct {
 	steadyDuration  time.Duration
 	noisePods       int
 	footprintPods   int
+	growthPods      string
+	growthPlot      string
 	idleWindow      time.Duration
 	settle          time.Duration
 	phaseTimeout    time.Duration
@@ -88,12 +90,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k (opt-in: minutes); scale once, in a world of its own, after the modes")
+	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k and growth (opt-in: minutes each); scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "steady: pods created per second")
 	fs.DurationVar(&o.steadyDuration, "steady-duration", time.Minute, "steady: how long pods are created at --steady-rate")
 	fs.IntVar(&o.noisePods, "noise-pods", 1000, "noise: pods of the member's own Deployment, created and deleted alone and during a burst of --replicas")
 	fs.IntVar(&o.footprintPods, "footprint-pods", 10000, "footprint10k: pods forwarded at once (10000 needs a --phase-timeout and --timeout of about 30m and 60m)")
+	fs.StringVar(&o.growthPods, "growth-pods", "1000,5000,10000", "growth: the sizes, in pods, each run through create and delete on a quiet world (use --members 1 to measure one flotilla-node)")
+	fs.StringVar(&o.growthPlot, "growth-plot", "", "growth: draw flotilla-node's CPU and RSS against pods, with fitted lines, into this SVG file (also with --markdown)")
 	fs.DurationVar(&o.probeInterval, "probe-interval", 50*time.Millisecond, "pace of the propagation scenario's changes")
 	fs.DurationVar(&o.probeSettle, "probe-settle", 10*time.Second, "pause between the propagation pods becoming Ready and the first change, so that their own start-up traffic has drained")
 	fs.DurationVar(&o.idleWindow, "idle-window", 15*time.Second, "how long flotilla-node is watched doing nothing, before the runs and with the burst's pods")
@@ -132,6 +136,9 @@ func parseFlags(args []string) (*options, error) {
 	if _, _, err := selectScenarios(o.scenarios); err != nil {
 		return nil, err
 	}
+	if _, err := growthSizes(o.growthPods); err != nil {
+		return nil, err
+	}
 	return o, nil
 }
 
@@ -143,6 +150,12 @@ func main() {
 			os.Exit(1)
 		}
 		r.printMarkdown(os.Stdout)
+		if o.growthPlot != "" {
+			if err := r.writeGrowthPlot(o.growthPlot); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+		}
 		return
 	}
 	// The private network namespace has no route out, so whatever needs the
@@ -289,6 +302,12 @@ func run() error {
 	res.LoadAfter = loadAverage()
 	res.finish()
 	res.printTable(os.Stdout)
+	if o.growthPlot != "" {
+		if err := res.writeGrowthPlot(o.growthPlot); err != nil {
+			return err
+		}
+		logf("growth plot written to %s", o.growthPlot)
+	}
 	fmt.Printf("load average before %s, after %s; took %s\n", res.LoadBefore, res.LoadAfter, res.Finished.Sub(res.Started).Round(time.Second))
 	if o.out != "" {
 		if err := res.write(o.out); err != nil {
@@ -332,6 +351,9 @@ func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin 
 		for _, sc := range scenarios {
 			if !sc.applies(m) {
 				continue
+			}
+			if err := t.quiesce(ctx, sc.name(), s); err != nil {
+				return mr, fmt.Errorf("run %d: %w", run, err)
 			}
 			if err := sc.run(ctx, t, run, s); err != nil {
 				return mr, fmt.Errorf("run %d, %s: %w", run, sc.name(), err)

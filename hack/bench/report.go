@@ -89,6 +89,10 @@ var tableRows = []row{
 	{"noise: burst Ready, with / without noise", "noise.burst_ratio", "%.2f", false},
 	{"noise: virtual node status writes during the noise alone", "noise.alone_node_status_writes", "%.0f", false},
 	{"noise: flotilla-node CPU-s for the noise alone", "noise.alone_node_cpu_s", "%.2f", false},
+	{"quiet: wait for a quiet world before the burst (s)", "quiesce.burst_s", "%.2f", false},
+	{"quiet: before propagation (s)", "quiesce.propagation_s", "%.2f", false},
+	{"quiet: before steady (s)", "quiesce.steady_s", "%.2f", false},
+	{"quiet: before noise (s)", "quiesce.noise_s", "%.2f", false},
 	{"api: writes per pod, all clusters", "api.writes_per_pod", "%.2f", true},
 	{"api: writes per pod, host", "api.host.writes_per_pod", "%.2f", false},
 	{"api: writes per pod, members", "api.member.writes_per_pod", "%.2f", false},
@@ -116,6 +120,18 @@ var tableRows = []row{
 	{"footprint10k: flotilla-node CPU-s per 1000 pods, create", footprint10kPrefix + "footprint.node_cpu_create_per_1000_pods_s", "%.2f", false},
 	{"footprint10k: flotilla-node CPU-s per 1000 pods, delete", footprint10kPrefix + "footprint.node_cpu_delete_per_1000_pods_s", "%.2f", false},
 	{"footprint10k: all pods gone (s)", footprint10kPrefix + "delete.gone_s", "%.1f", false},
+	{"growth: 1000 pods, flotilla-node CPU-s (create + delete)", growthPrefix + "1000.node_cpu_s", "%.1f", false},
+	{"growth: 1000 pods, flotilla-node RSS (MiB)", growthPrefix + "1000.node_rss_mib", "%.1f", false},
+	{"growth: 1000 pods, flotilla-node peak RSS (MiB)", growthPrefix + "1000.node_peak_rss_mib", "%.1f", false},
+	{"growth: 1000 pods, flotilla-node error + warning lines", growthPrefix + "1000.log_lines", "%.0f", false},
+	{"growth: 5000 pods, flotilla-node CPU-s (create + delete)", growthPrefix + "5000.node_cpu_s", "%.1f", false},
+	{"growth: 5000 pods, flotilla-node RSS (MiB)", growthPrefix + "5000.node_rss_mib", "%.1f", false},
+	{"growth: 5000 pods, flotilla-node peak RSS (MiB)", growthPrefix + "5000.node_peak_rss_mib", "%.1f", false},
+	{"growth: 5000 pods, flotilla-node error + warning lines", growthPrefix + "5000.log_lines", "%.0f", false},
+	{"growth: 10000 pods, flotilla-node CPU-s (create + delete)", growthPrefix + "10000.node_cpu_s", "%.1f", false},
+	{"growth: 10000 pods, flotilla-node RSS (MiB)", growthPrefix + "10000.node_rss_mib", "%.1f", false},
+	{"growth: 10000 pods, flotilla-node peak RSS (MiB)", growthPrefix + "10000.node_peak_rss_mib", "%.1f", false},
+	{"growth: 10000 pods, flotilla-node error + warning lines", growthPrefix + "10000.log_lines", "%.0f", false},
 }
 
 // finish computes medians, ratios and derived figures.
@@ -139,6 +155,7 @@ func (r *results) finish() {
 		}
 	}
 	r.Derived = map[string]float64{}
+	finishGrowth(fl, r.Derived)
 	if d, ok := r.median(modeDirect)["api.writes_per_pod"]; ok {
 		if f, ok := fl["api.writes_per_pod"]; ok {
 			// What the member itself does for a pod is what a direct create
@@ -213,6 +230,7 @@ func (r *results) printModes(out io.Writer) {
 		fmt.Fprintf(tw, "%s\t%s\t\n", row.label, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
+	r.printSpread(out, "burst.ready_s", "delete.gone_s", "cpu.total_per_1000_pods_s")
 	for _, k := range sortedKeys(r.Derived) {
 		fmt.Fprintf(out, "%s: %.2f\n", k, r.Derived[k])
 	}
@@ -447,4 +465,35 @@ func (s *scaleResult) printMarkdown(out io.Writer) {
 			fmt.Fprintf(out, "- %s requests refused with 429: %s; by flow schema/priority level/reason: %s\n", role, detail(s.Scale, "api_rejected."+role), detail(s.Scale, "apf_rejected."+role))
 		}
 	}
+}
+
+// printSpread writes every run's value of the keys, per mode: the spread
+// behind each median.
+func (r *results) printSpread(out io.Writer, keys ...string) {
+	for _, k := range keys {
+		var parts []string
+		for _, m := range allModes {
+			mr, ok := r.Modes[m]
+			if !ok {
+				continue
+			}
+			var vals []string
+			for _, run := range mr.Runs {
+				if v, ok := run[k]; ok {
+					vals = append(vals, fmt.Sprintf("%.2f", v))
+				}
+			}
+			if len(vals) > 0 {
+				parts = append(parts, fmt.Sprintf("%s %s", m, strings.Join(vals, ", ")))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(out, "runs of %s: %s\n", k, strings.Join(parts, "; "))
+		}
+	}
+}
+
+// writeGrowthPlot draws the growth scenario's flotilla median (growth.go).
+func (r *results) writeGrowthPlot(path string) error {
+	return writeGrowthPlot(path, r.median(modeFlotilla), r.Command)
 }

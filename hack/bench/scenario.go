@@ -27,11 +27,12 @@ type scenario interface {
 
 // allScenarios is every per-mode scenario. The footprint (footprint.go) is
 // measured during the burst; footprint10k is the footprint with many more
-// pods, and takes minutes.
-var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}}
+// pods, and growth the footprint at several sizes: both take many minutes.
+var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}, growth{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
-// otherwise: all but footprint10k and scale, which take many minutes each.
+// otherwise: all but footprint10k, growth and scale, which take many
+// minutes each.
 const defaultScenarios = "burst,propagation,steady,noise"
 
 // scaleScenario is the name of the scale scenario, which runs in a world of
