@@ -32,6 +32,21 @@ func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 	return nil
 }
 
+// whole returns the host pod virtual-kubelet handed the provider, as the
+// cache holds it when virtual-kubelet had only a view of it (vkView). It
+// reports false when the cache no longer holds that pod: a view is then
+// all there is, and it must never be forwarded.
+func (p *Provider) whole(pod *corev1.Pod) (*corev1.Pod, bool) {
+	if !isView(pod) {
+		return pod, true
+	}
+	host, err := p.hostPods.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil || host.UID != pod.UID {
+		return pod, false
+	}
+	return host, true
+}
+
 // CreatePod forwards a host pod into the member. Failures that may pass
 // (the member is unreachable, the namespace's service account is not there
 // yet) are retried in the background so that a pod with restartPolicy Never
@@ -41,6 +56,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	key := pod.Namespace + "/" + pod.Name
 	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
 	defer span.End()
+	pod, ok := p.whole(pod)
+	if !ok {
+		return nil // gone from the host since virtual-kubelet looked
+	}
 	held, err := p.forward(ctx, pod)
 	if err == nil || !transient(err) {
 		span.SetStatus(err)
@@ -186,6 +205,10 @@ func (p *Provider) release(ctx context.Context, pod, member *corev1.Pod, t Targe
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	ctx, end := p.measured(ctx, "provider.UpdatePod", "update", pod.Namespace+"/"+pod.Name)
 	defer end(&err)
+	pod, ok := p.whole(pod)
+	if !ok {
+		return nil // gone from the host since virtual-kubelet looked
+	}
 	t := p.target(pod.Namespace)
 	src, applied, err := p.override(ctx, pod)
 	if err != nil {
@@ -260,6 +283,9 @@ func hasToleration(ts []corev1.Toleration, t corev1.Toleration) bool {
 func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	ctx, end := p.measured(ctx, "provider.DeletePod", "delete", pod.Namespace+"/"+pod.Name)
 	defer end(&err)
+	// A view gone from the cache still names the pod, its grace period
+	// and its marks: all that deleting needs.
+	pod, _ = p.whole(pod)
 	t := p.target(pod.Namespace)
 	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -345,8 +371,9 @@ func shorterGrace(a, b *int64) bool {
 	return a != nil && (b == nil || *a < *b)
 }
 
-// GetPod returns the member pod in host terms (see HostView), or a NotFound
-// error when this host pod has no member pod.
+// GetPod returns the member pod in host terms (see HostView), as the view
+// virtual-kubelet compares with the pods its lister gives it (vkView), or
+// a NotFound error when this host pod has no member pod.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
 	t := p.target(namespace)
 	member, err := p.memberPods.Pods(t.Namespace).Get(name)
@@ -366,7 +393,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
 		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
 	}
-	return HostView(host, member, t), nil
+	return vkView(HostView(host, member, t)), nil
 }
 
 // orphanView names a member pod whose host pod is gone by its host
@@ -391,7 +418,8 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 	return &pod.Status, nil
 }
 
-// GetPods returns every member pod this virtual node forwarded, in host terms.
+// GetPods returns every member pod this virtual node forwarded, in host
+// terms, as views (see GetPod).
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	members, err := p.memberPods.List(p.ownSelector())
 	if err != nil {
@@ -405,7 +433,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 			out = append(out, orphanView(m))
 			continue
 		}
-		out = append(out, HostView(host, m, p.target(ns)))
+		out = append(out, vkView(HostView(host, m, p.target(ns))))
 	}
 	return out, nil
 }

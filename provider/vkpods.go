@@ -7,38 +7,103 @@ import (
 )
 
 // PodInformerForVirtualKubelet is the host pod informer as virtual-kubelet's
-// pod controller must get it: its lister returns copies. With downward API
-// resolution skipped (flotilla mirrors Secrets and ConfigMaps as objects
-// rather than inlining them), virtual-kubelet v1.13 writes a failed
-// create's status into the very pod its lister returned (node/pod.go,
-// handleProviderError), which is the shared cache's object, while the
-// informer's other readers run.
+// pod controller must get it: its lister returns views (vkView), private
+// copies of only what virtual-kubelet reads.
+//
+// A copy, because with downward API resolution skipped (flotilla mirrors
+// Secrets and ConfigMaps as objects rather than inlining them)
+// virtual-kubelet v1.13 writes a failed create's status into the very pod
+// its lister returned (node/pod.go, handleProviderError): into the shared
+// cache, while the informer's other readers run.
+//
+// Only what it reads, because virtual-kubelet keeps the last pod it synced
+// for every pod, and compares each new version with it in full through
+// go-cmp with a path filter that formats every path (podsEffectivelyEqual):
+// about a millisecond and thousands of allocations for a whole pod, the
+// largest single cost of a forwarded pod's deletion. A view makes both the
+// kept pod and the comparison a fraction of that.
 func PodInformerForVirtualKubelet(inf corev1informers.PodInformer) corev1informers.PodInformer {
-	return copyingPodInformer{inf}
+	return viewPodInformer{inf}
 }
 
-type copyingPodInformer struct{ corev1informers.PodInformer }
+type viewPodInformer struct{ corev1informers.PodInformer }
 
-func (i copyingPodInformer) Lister() corev1listers.PodLister {
-	return copyingPodLister{i.PodInformer.Lister()}
+func (i viewPodInformer) Lister() corev1listers.PodLister {
+	return viewPodLister{i.PodInformer.Lister()}
 }
 
-// copyingPodLister copies what Get returns; List is left as it is, since
+// viewPodLister returns views from Get; List is left as it is, since
 // virtual-kubelet only reads what it lists.
-type copyingPodLister struct{ corev1listers.PodLister }
+type viewPodLister struct{ corev1listers.PodLister }
 
-func (l copyingPodLister) Pods(namespace string) corev1listers.PodNamespaceLister {
-	return copyingPodNamespaceLister{l.PodLister.Pods(namespace)}
+func (l viewPodLister) Pods(namespace string) corev1listers.PodNamespaceLister {
+	return viewPodNamespaceLister{l.PodLister.Pods(namespace)}
 }
 
-type copyingPodNamespaceLister struct {
+type viewPodNamespaceLister struct {
 	corev1listers.PodNamespaceLister
 }
 
-func (l copyingPodNamespaceLister) Get(name string) (*corev1.Pod, error) {
+func (l viewPodNamespaceLister) Get(name string) (*corev1.Pod, error) {
 	pod, err := l.PodNamespaceLister.Get(name)
 	if pod != nil {
-		pod = pod.DeepCopy()
+		pod = vkView(pod)
 	}
 	return pod, err
 }
+
+// viewMarker is the scheduler name of a view, which no pod the apiserver
+// holds has (it defaults the field): the provider knows a view when
+// virtual-kubelet hands one back, and never forwards it.
+const viewMarker = "flotilla.io/virtual-kubelet-view"
+
+// vkView is a copy of pod with all of its metadata and status and, of its
+// spec, what virtual-kubelet reads: the fields it compares to decide on an
+// update (containers by name and image, active deadline, tolerations; see
+// node/pod.go podsEqual), the restart policy and the node. Status updates
+// virtual-kubelet writes from a view keep the pod's spec: the pods/status
+// endpoint takes the spec from the stored pod.
+func vkView(pod *corev1.Pod) *corev1.Pod {
+	v := &corev1.Pod{TypeMeta: pod.TypeMeta}
+	pod.ObjectMeta.DeepCopyInto(&v.ObjectMeta)
+	pod.Status.DeepCopyInto(&v.Status)
+	s := &pod.Spec
+	v.Spec = corev1.PodSpec{
+		NodeName:      s.NodeName,
+		SchedulerName: viewMarker,
+		RestartPolicy: s.RestartPolicy,
+		Containers:    viewContainers(s.Containers),
+	}
+	if s.ActiveDeadlineSeconds != nil {
+		v.Spec.ActiveDeadlineSeconds = new(int64)
+		*v.Spec.ActiveDeadlineSeconds = *s.ActiveDeadlineSeconds
+	}
+	if s.InitContainers != nil {
+		v.Spec.InitContainers = viewContainers(s.InitContainers)
+	}
+	if s.EphemeralContainers != nil {
+		v.Spec.EphemeralContainers = make([]corev1.EphemeralContainer, len(s.EphemeralContainers))
+		for i, c := range s.EphemeralContainers {
+			v.Spec.EphemeralContainers[i].Name = c.Name
+			v.Spec.EphemeralContainers[i].Image = c.Image
+		}
+	}
+	if s.Tolerations != nil {
+		v.Spec.Tolerations = make([]corev1.Toleration, len(s.Tolerations))
+		for i := range s.Tolerations {
+			s.Tolerations[i].DeepCopyInto(&v.Spec.Tolerations[i])
+		}
+	}
+	return v
+}
+
+func viewContainers(cs []corev1.Container) []corev1.Container {
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	}
+	return out
+}
+
+// isView reports whether pod is a view virtual-kubelet was handed.
+func isView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }

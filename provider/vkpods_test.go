@@ -2,33 +2,174 @@ package provider
 
 import (
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 )
 
-// TestVirtualKubeletGetsCopies: what virtual-kubelet writes into a pod it
-// got from the lister (as it does on a failed create) stays out of the
-// cache every other reader shares.
-func TestVirtualKubeletGetsCopies(t *testing.T) {
+// admittedPod is a one-container pod as the apiserver stores it: defaulted,
+// with the service account token volume and the default tolerations.
+func admittedPod() *corev1.Pod {
+	seconds := ptr.To[int64](300)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web-7d4b9c-x2x9q", UID: types.UID("8a1c"), ResourceVersion: "7",
+			GenerateName: "web-7d4b9c-", Labels: map[string]string{"app": "web", "pod-template-hash": "7d4b9c"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9c", UID: "1f", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				DefaultMode: ptr.To[int32](420),
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				}}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Env: []corev1.EnvVar{{Name: "MODE", Value: "prod"}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("1Mi")}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "kube-api-access-abcde", ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+				TerminationMessagePath:   "/dev/termination-log",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+			}},
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			DNSPolicy:                     corev1.DNSClusterFirst,
+			ServiceAccountName:            "default",
+			NodeName:                      "beijing",
+			SecurityContext:               &corev1.PodSecurityContext{},
+			SchedulerName:                 corev1.DefaultSchedulerName,
+			Tolerations: []corev1.Toleration{
+				{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds},
+			},
+			Priority:           ptr.To[int32](0),
+			EnableServiceLinks: ptr.To(true),
+			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
+	}
+}
+
+// TestVirtualKubeletGetsViews: virtual-kubelet gets private views with
+// what it reads of a pod, and what it writes into one (as it does on a
+// failed create) stays out of the cache every other reader shares.
+func TestVirtualKubeletGetsViews(t *testing.T) {
 	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Pods()
-	cached := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "7"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	cached := admittedPod()
 	if err := inf.Informer().GetIndexer().Add(cached); err != nil {
 		t.Fatal(err)
 	}
-	got, err := PodInformerForVirtualKubelet(inf).Lister().Pods("app").Get("web")
+	got, err := PodInformerForVirtualKubelet(inf).Lister().Pods("app").Get(cached.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !isView(got) || isView(cached) {
+		t.Error("a view is not told from a pod")
+	}
+	if !cmp.Equal(got.ObjectMeta, cached.ObjectMeta) || !cmp.Equal(got.Status, cached.Status) {
+		t.Error("a view lost metadata or status")
+	}
+	if c := got.Spec.Containers; len(c) != 1 || c[0].Name != "app" || c[0].Image != cached.Spec.Containers[0].Image || c[0].Env != nil {
+		t.Errorf("a view's containers are %+v, want the name and image only", c)
+	}
+	if !cmp.Equal(got.Spec.Tolerations, cached.Spec.Tolerations) || got.Spec.RestartPolicy != corev1.RestartPolicyAlways || got.Spec.NodeName != "beijing" {
+		t.Error("a view lost what virtual-kubelet compares")
+	}
+	if got.Spec.Volumes != nil {
+		t.Error("a view carries the volumes")
+	}
 	got.ResourceVersion = ""
 	got.Status.Phase = corev1.PodFailed
-	if cached.ResourceVersion != "7" || cached.Status.Phase != corev1.PodRunning {
-		t.Errorf("the cached pod was changed through the lister: resourceVersion %q, phase %s", cached.ResourceVersion, cached.Status.Phase)
+	*got.Spec.Tolerations[1].TolerationSeconds = 1
+	if cached.ResourceVersion != "7" || cached.Status.Phase != corev1.PodRunning || *cached.Spec.Tolerations[1].TolerationSeconds != 300 {
+		t.Error("the cached pod was changed through a view")
 	}
 	if _, err := PodInformerForVirtualKubelet(inf).Lister().Pods("app").Get("gone"); err == nil {
 		t.Error("a pod the cache does not hold was found")
 	}
+}
+
+// TestViewIsNeverForwarded: the provider forwards a view's pod as the cache
+// holds it, whole; a view of a pod the cache no longer holds is not
+// forwarded at all.
+func TestViewIsNeverForwarded(t *testing.T) {
+	w := newHarness(t)
+	gone := boundPod("gone", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	})
+	if err := w.p.CreatePod(w.ctx, vkView(gone)); err != nil {
+		t.Fatal(err)
+	}
+	w.never("a view forwarded", 200*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "gone") })
+
+	w.createHostPod(boundPod("whole", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	}))
+	w.eventually("the pod forwarded", func() bool { return w.memberPodExists(testNamespace, "whole") })
+	m, err := w.memberPod(testNamespace, "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := m.Spec.Containers[0].Env; len(env) != 1 || env[0].Value != "prod" || isView(m) {
+		t.Errorf("member pod forwarded from a view: env %v, scheduler %q", env, m.Spec.SchedulerName)
+	}
+}
+
+// podsEffectivelyEqual is virtual-kubelet v1.13's comparison of a pod with
+// the last version it synced (node/podcontroller.go), reproduced to measure
+// what it costs on what flotilla hands it.
+func podsEffectivelyEqual(p1, p2 *corev1.Pod) bool {
+	ignore := func(p cmp.Path) bool { return p.String() == "ObjectMeta.ResourceVersion" || p.String() == "Status" }
+	return cmp.Equal(p1, p2, cmp.FilterPath(ignore, cmp.Ignore()))
+}
+
+// BenchmarkVirtualKubeletComparison: virtual-kubelet's comparison at a
+// pod's deletion, on the whole pod and on a view of it.
+func BenchmarkVirtualKubeletComparison(b *testing.B) {
+	last := admittedPod()
+	deleted := admittedPod()
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	deleted.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	for _, c := range []struct {
+		name       string
+		last, next *corev1.Pod
+	}{{"whole", last, deleted}, {"view", vkView(last), vkView(deleted)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if podsEffectivelyEqual(c.last, c.next) {
+					b.Fatal("a deletion compared equal")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkVirtualKubeletCopy: what virtual-kubelet keeps of every pod it
+// synced (B/op): a whole copy, and a view.
+func BenchmarkVirtualKubeletCopy(b *testing.B) {
+	pod := admittedPod()
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = pod.DeepCopy()
+		}
+	})
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = vkView(pod)
+		}
+	})
 }
