@@ -119,10 +119,12 @@ func fitLine(xs, ys []float64) line {
 // slopes are reported per 1,000 pods.
 var growthSeries = []struct {
 	key, title, unit, slopeUnit string
+	// target is issue 17's bound: the cost at pods pods.
+	target func(pods float64) float64
 }{
-	{"node_cpu_s", "CPU, create + delete", "CPU-s", "CPU-s per 1,000 pods"},
-	{"node_rss_mib", "RSS with the pods forwarded", "MiB", "MiB per 1,000 pods"},
-	{"node_peak_rss_mib", "peak RSS", "MiB", "MiB per 1,000 pods"},
+	{"node_cpu_s", "CPU, create + delete", "CPU-s", "CPU-s per 1,000 pods", func(pods float64) float64 { return 2 * pods / 1000 }},
+	{"node_rss_mib", "RSS with the pods forwarded", "MiB", "MiB per 1,000 pods", func(float64) float64 { return 150 }},
+	{"node_peak_rss_mib", "peak RSS", "MiB", "MiB per 1,000 pods", func(float64) float64 { return 200 }},
 }
 
 // growthPoints returns the sizes measured in s and each series' values.
@@ -186,7 +188,7 @@ func writeGrowthPlot(path string, median sample, command string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15">flotilla-node cost against pods forwarded (one process; points measured, lines fitted)</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%.0f" y="22" font-size="15">flotilla-node cost against pods forwarded (one process; points measured, blue lines fitted, dashed green: issue 17's target)</text>`+"\n", left)
 	xMax := float64(slices.Max(sizes)) * 1.05
 	for i, g := range growthSeries {
 		x0 := left + float64(i)*(panelW+gap)
@@ -196,7 +198,7 @@ func writeGrowthPlot(path string, median sample, command string) error {
 			xs[j] = float64(n)
 		}
 		l := fitLine(xs, ys)
-		yMax := niceCeil(max(slices.Max(ys), l.intercept+l.slope*xMax) * 1.1)
+		yMax := niceCeil(max(slices.Max(ys), l.intercept+l.slope*xMax, g.target(xMax)) * 1.1)
 		px := func(x float64) float64 { return x0 + x/xMax*panelW }
 		py := func(y float64) float64 { return top + panelH - y/yMax*panelH }
 		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-weight="bold">%s</text>`+"\n", x0, top-10, g.title)
@@ -215,12 +217,19 @@ func writeGrowthPlot(path string, median sample, command string) error {
 			x0-42, top+panelH/2, x0-42, top+panelH/2, g.unit)
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#1f77b4" stroke-width="2"/>`+"\n",
 			px(0), py(l.intercept), px(xMax), py(l.intercept+l.slope*xMax))
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="6 4"/>`+"\n",
+			px(0), py(g.target(0)), px(xMax), py(g.target(xMax)))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#2ca02c" text-anchor="end">target</text>`+"\n", px(xMax)-2, py(g.target(xMax))-4)
 		for j, n := range sizes {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="#d62728"><title>%d pods: %.1f %s</title></circle>`+"\n",
 				px(float64(n)), py(ys[j]), n, ys[j], g.unit)
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%.2f %s + %.1f (r² %.3f)</text>`+"\n",
-			x0, top+panelH+52, l.slope*1000, g.slopeUnit, l.intercept, l.r2)
+		sign := "+"
+		if l.intercept < 0 {
+			sign = "−"
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%.2f %s %s %.1f (r² %.3f)</text>`+"\n",
+			x0, top+panelH+52, l.slope*1000, g.slopeUnit, sign, math.Abs(l.intercept), l.r2)
 	}
 	fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#555">%s</text>`+"\n", left, height-10, svgEscape(command))
 	b.WriteString("</svg>\n")

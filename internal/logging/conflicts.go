@@ -6,7 +6,8 @@ import (
 )
 
 // QuietConflicts wraps virtual-kubelet's logger so that an error or
-// warning about an update conflict is logged at debug level. A conflict
+// warning about an update conflict is logged at debug level, and those
+// about the normal end of a grace period below error level (graceOver). A conflict
 // means another writer got there first; virtual-kubelet requeues the
 // update and makes it again on the fresh object, as a controller does.
 // Logged as errors ("Error processing pod status update", "requeuing …
@@ -20,6 +21,29 @@ type quiet struct {
 }
 
 func (q quiet) retry() bool { return q.err != nil && apierrors.IsConflict(q.err) }
+
+// Two messages of virtual-kubelet about the end of a host pod's grace
+// period (node/pod.go, deletePodsFromKubernetesHandler). When the grace
+// period runs out before the member has reported the pod's containers
+// stopped, as it does when thousands of pods are deleted at once, it
+// deletes the host pod at once, as a kubelet does at the end of a grace
+// period, and logs that as an error: it is logged as information. When
+// flotilla-node finished the host pod's deletion first, the delete finds
+// it gone and says so as a warning: logged at debug level.
+const (
+	graceOver   = "Force deleting pod in running state"
+	alreadyGone = "Not deleting pod because %v"
+)
+
+// alreadyDeleted reports whether a warning is virtual-kubelet's delete
+// of a host pod that was already gone.
+func alreadyDeleted(format string, args []any) bool {
+	if format != alreadyGone || len(args) != 1 {
+		return false
+	}
+	err, ok := args[0].(error)
+	return ok && apierrors.IsNotFound(err)
+}
 
 func (q quiet) Debug(args ...any)                 { q.inner.Debug(args...) }
 func (q quiet) Debugf(format string, args ...any) { q.inner.Debugf(format, args...) }
@@ -37,7 +61,7 @@ func (q quiet) Warn(args ...any) {
 }
 
 func (q quiet) Warnf(format string, args ...any) {
-	if q.retry() {
+	if q.retry() || alreadyDeleted(format, args) {
 		q.inner.Debugf(format, args...)
 		return
 	}
@@ -47,6 +71,10 @@ func (q quiet) Warnf(format string, args ...any) {
 func (q quiet) Error(args ...any) {
 	if q.retry() {
 		q.inner.Debug(args...)
+		return
+	}
+	if len(args) == 1 && args[0] == graceOver {
+		q.inner.Info(args...)
 		return
 	}
 	q.inner.Error(args...)

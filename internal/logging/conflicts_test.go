@@ -40,3 +40,30 @@ func TestQuietConflicts(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietEndOfGrace: virtual-kubelet's messages about a grace period that
+// ran out while the member had not yet reported the pod stopped, and about
+// a host pod flotilla-node already deleted, are not errors or warnings;
+// its other warnings about deletions stay warnings.
+func TestQuietEndOfGrace(t *testing.T) {
+	var out bytes.Buffer
+	l := logrus.New()
+	l.SetOutput(&out)
+	l.SetLevel(logrus.DebugLevel)
+	logger := QuietConflicts(logruslogger.FromLogrus(logrus.NewEntry(l)))
+
+	logger.WithField("key", "bench/web").Error("Force deleting pod in running state")
+	logger.Warnf("Not deleting pod because %v", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web"))
+	logger.Warnf("Not deleting pod because %v", errors.New("connection refused"))
+	logger.Error("Force deleting pod in running state", "web")
+
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("logged:\n%s", out.String())
+	}
+	for i, want := range []string{"level=info", "level=debug", "level=warning", "level=error"} {
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("line %d: %s, want %s", i, lines[i], want)
+		}
+	}
+}
