@@ -8,20 +8,27 @@ import (
 	"testing"
 
 	"github.com/sirupsen/logrus"
+	"github.com/virtual-kubelet/virtual-kubelet/log"
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// TestQuietConflicts: virtual-kubelet's error about a status update that
-// lost a race, wrapped as it wraps it, is logged at debug level; any
-// other error stays an error.
-func TestQuietConflicts(t *testing.T) {
+// quietToBuffer is QuietConflicts around a logrus logger at debug level
+// that writes into the buffer returned.
+func quietToBuffer() (log.Logger, *bytes.Buffer) {
 	var out bytes.Buffer
 	l := logrus.New()
 	l.SetOutput(&out)
 	l.SetLevel(logrus.DebugLevel)
-	logger := QuietConflicts(logruslogger.FromLogrus(logrus.NewEntry(l)))
+	return QuietConflicts(logruslogger.FromLogrus(logrus.NewEntry(l))), &out
+}
+
+// TestQuietConflicts: virtual-kubelet's error about a status update that
+// lost a race, wrapped as it wraps it, is logged at debug level; any
+// other error stays an error.
+func TestQuietConflicts(t *testing.T) {
+	logger, out := quietToBuffer()
 
 	// Wrapped, as virtual-kubelet wraps it.
 	conflict := fmt.Errorf("error while updating pod status in kubernetes: %w",
@@ -46,11 +53,7 @@ func TestQuietConflicts(t *testing.T) {
 // a host pod flotilla-node already deleted, are not errors or warnings;
 // its other warnings about deletions stay warnings.
 func TestQuietEndOfGrace(t *testing.T) {
-	var out bytes.Buffer
-	l := logrus.New()
-	l.SetOutput(&out)
-	l.SetLevel(logrus.DebugLevel)
-	logger := QuietConflicts(logruslogger.FromLogrus(logrus.NewEntry(l)))
+	logger, out := quietToBuffer()
 
 	logger.WithField("key", "bench/web").Error("Force deleting pod in running state")
 	logger.Warnf("Not deleting pod because %v", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web"))
