@@ -33,6 +33,12 @@ func (q quiet) retry() bool { return q.err != nil && apierrors.IsConflict(q.err)
 const (
 	graceOver   = "Force deleting pod in running state"
 	alreadyGone = "Not deleting pod because %v"
+	// forgotten is virtual-kubelet's queue saying that the pod an item
+	// was being worked on for went away meanwhile (node/pod.go forgets
+	// the item when the pod's deletion is seen): thousands of times when
+	// thousands of pods are deleted at once. Only when the work failed is
+	// it worth a warning.
+	forgotten = "forgetting %q as told to forget while in progress"
 )
 
 // alreadyDeleted reports whether a warning is virtual-kubelet's delete
@@ -61,7 +67,7 @@ func (q quiet) Warn(args ...any) {
 }
 
 func (q quiet) Warnf(format string, args ...any) {
-	if q.retry() || alreadyDeleted(format, args) {
+	if q.retry() || alreadyDeleted(format, args) || (format == forgotten && (q.err == nil || apierrors.IsNotFound(q.err))) {
 		q.inner.Debugf(format, args...)
 		return
 	}

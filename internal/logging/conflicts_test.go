@@ -49,9 +49,10 @@ func TestQuietConflicts(t *testing.T) {
 }
 
 // TestQuietEndOfGrace: virtual-kubelet's messages about a grace period that
-// ran out while the member had not yet reported the pod stopped, and about
-// a host pod flotilla-node already deleted, are not errors or warnings;
-// its other warnings about deletions stay warnings.
+// ran out while the member had not yet reported the pod stopped, about a
+// host pod flotilla-node already deleted, and about queue work for a pod
+// that went away meanwhile, are not errors or warnings; its other warnings
+// about deletions, and such work that failed, stay warnings.
 func TestQuietEndOfGrace(t *testing.T) {
 	logger, out := quietToBuffer()
 
@@ -59,12 +60,14 @@ func TestQuietEndOfGrace(t *testing.T) {
 	logger.Warnf("Not deleting pod because %v", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "web"))
 	logger.Warnf("Not deleting pod because %v", errors.New("connection refused"))
 	logger.Error("Force deleting pod in running state", "web")
+	logger.WithError(nil).Warnf("forgetting %q as told to forget while in progress", "bench/web/8a1c")
+	logger.WithError(errors.New("connection refused")).Warnf("forgetting %q as told to forget while in progress", "bench/web/8a1c")
 
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 6 {
 		t.Fatalf("logged:\n%s", out.String())
 	}
-	for i, want := range []string{"level=info", "level=debug", "level=warning", "level=error"} {
+	for i, want := range []string{"level=info", "level=debug", "level=warning", "level=error", "level=debug", "level=warning"} {
 		if !strings.Contains(lines[i], want) {
 			t.Errorf("line %d: %s, want %s", i, lines[i], want)
 		}
