@@ -71,7 +71,7 @@ func (growth) run(ctx context.Context, t *target, run int, s sample) error {
 		m.report(got, n)
 		t.countLogs(logs, "log", got)
 		p := growthPrefix + strconv.Itoa(n) + "."
-		s[p+"node_cpu_s"] = got["footprint.node_cpu_per_1000_pods_s"] * float64(n) / 1000
+		s[p+"node_cpu_s"] = m.cpu["flotilla-node"] // create and delete, every flotilla-node
 		s[p+"node_rss_mib"] = got["footprint.loaded_node_rss_sum_mib"]
 		s[p+"node_peak_rss_mib"] = got["footprint.node_peak_rss_mib"]
 		s[p+"ready_s"] = got["burst.ready_s"]
