@@ -99,12 +99,14 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	t.Cleanup(broadcaster.Shutdown)
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: testNode})
 
-	hostFactory := informers.NewSharedInformerFactory(w.host, 0)
-	memberFactory := informers.NewSharedInformerFactory(w.member, 0)
+	// The caches hold what flotilla-node's hold (see podcache.go).
+	hostFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0, informers.WithTransform(StripManagedFields))
+	memberFactory := informers.NewSharedInformerFactoryWithOptions(w.member, 0, informers.WithTransform(MemberPodTransform(testInstallation)))
 	// As in flotilla-node, the pod controller's informer holds only the
 	// pods bound to its node (the fake ignores the field selector; tests
 	// bind every pod to testNode).
 	podFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0,
+		informers.WithTransform(HostPodTransform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", testNode).String()
 		}))

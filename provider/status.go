@@ -118,9 +118,11 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 // apiserver takes a pod's spec from the stored object on a status update,
 // and virtual-kubelet keeps the last update of every pod until the pod is
 // gone and compares each new one with it in full, so a spec here would cost
-// memory per pod and CPU per status change for nothing.
+// memory per pod and CPU per status change for nothing. The metadata is
+// the cached pod's, not a copy: virtual-kubelet only reads what it is
+// notified of, and copies it before it keeps it.
 func statusUpdate(host *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
-	return &corev1.Pod{TypeMeta: host.TypeMeta, ObjectMeta: *host.ObjectMeta.DeepCopy(), Status: status}
+	return &corev1.Pod{TypeMeta: host.TypeMeta, ObjectMeta: host.ObjectMeta, Status: status}
 }
 
 // deleteOrphan deletes a member pod whose host pod no longer exists. The UID

@@ -63,20 +63,22 @@ const viewMarker = "flotilla.io/virtual-kubelet-view"
 // node/pod.go podsEqual), the restart policy and the node. Status updates
 // virtual-kubelet writes from a view keep the pod's spec: the pods/status
 // endpoint takes the spec from the stored pod.
+//
+// The copy is shallow: its maps and slices (labels, annotations, owner
+// references, conditions, container statuses, tolerations) are the cached
+// pod's. virtual-kubelet writes only top-level fields of a pod it was
+// given (resource version, phase, reason, message), which are the view's
+// own, and nothing writes into a cached pod's maps or slices.
 func vkView(pod *corev1.Pod) *corev1.Pod {
-	v := &corev1.Pod{TypeMeta: pod.TypeMeta}
-	pod.ObjectMeta.DeepCopyInto(&v.ObjectMeta)
-	pod.Status.DeepCopyInto(&v.Status)
 	s := &pod.Spec
+	v := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status}
 	v.Spec = corev1.PodSpec{
-		NodeName:      s.NodeName,
-		SchedulerName: viewMarker,
-		RestartPolicy: s.RestartPolicy,
-		Containers:    viewContainers(s.Containers),
-	}
-	if s.ActiveDeadlineSeconds != nil {
-		v.Spec.ActiveDeadlineSeconds = new(int64)
-		*v.Spec.ActiveDeadlineSeconds = *s.ActiveDeadlineSeconds
+		NodeName:              s.NodeName,
+		SchedulerName:         viewMarker,
+		RestartPolicy:         s.RestartPolicy,
+		Containers:            viewContainers(s.Containers),
+		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds,
+		Tolerations:           s.Tolerations,
 	}
 	if s.InitContainers != nil {
 		v.Spec.InitContainers = viewContainers(s.InitContainers)
@@ -86,12 +88,6 @@ func vkView(pod *corev1.Pod) *corev1.Pod {
 		for i, c := range s.EphemeralContainers {
 			v.Spec.EphemeralContainers[i].Name = c.Name
 			v.Spec.EphemeralContainers[i].Image = c.Image
-		}
-	}
-	if s.Tolerations != nil {
-		v.Spec.Tolerations = make([]corev1.Toleration, len(s.Tolerations))
-		for i := range s.Tolerations {
-			s.Tolerations[i].DeepCopyInto(&v.Spec.Tolerations[i])
 		}
 	}
 	return v

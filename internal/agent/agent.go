@@ -23,7 +23,6 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -160,8 +159,10 @@ func (a *Agent) Err() error {
 func (a *Agent) Run(ctx context.Context) (err error) {
 	cfg := a.cfg
 	ctx, stop := context.WithCancelCause(ctx)
-	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(stripManagedFields))
-	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(stripManagedFields))
+	// Member pods this installation forwarded are cached with only what
+	// flotilla reads of them; see provider.MemberPodTransform.
+	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(provider.MemberPodTransform(cfg.Installation)))
+	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(provider.StripManagedFields))
 	factories := []informers.SharedInformerFactory{memberInformers, hostInformers}
 	broadcaster := record.NewBroadcaster()
 	var wg sync.WaitGroup
@@ -282,7 +283,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	// virtual-kubelet's pod controller treats every pod of its informer as
 	// its own, so each virtual node watches the host pods bound to it.
 	factory := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
-		informers.WithTransform(stripManagedFields),
+		informers.WithTransform(provider.HostPodTransform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", vc.Name).String()
 		}))
@@ -456,13 +457,6 @@ func ignoreClosed(err error) error {
 		return nil
 	}
 	return err
-}
-
-func stripManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // readyz checks the member apiserver's readiness endpoint.

@@ -1,0 +1,180 @@
+package provider
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
+)
+
+// richHostPod is an admitted host pod that uses every kind of reference
+// flotilla follows and much that it does not read once forwarded.
+func richHostPod() *corev1.Pod {
+	pod := admittedPod()
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
+	s := &pod.Spec
+	s.ServiceAccountName = "robot"
+	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
+	s.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
+	s.Volumes = append(s.Volumes,
+		corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Items: []corev1.KeyToPath{{Key: "crt", Path: "tls.crt"}}}}},
+		corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}, Optional: ptr.To(true)}}},
+		corev1.Volume{Name: "bundle", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}},
+		}}}},
+		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-creds"}}}},
+		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
+	)
+	c := &s.Containers[0]
+	c.Env = append(c.Env,
+		corev1.EnvVar{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
+		corev1.EnvVar{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+	c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls"}, corev1.VolumeMount{Name: "data", MountPath: "/data"})
+	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready"}}}
+	c.Command = []string{"/app", "--serve"}
+	s.InitContainers = []corev1.Container{{
+		Name: "proxy", Image: "proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		Env:       []corev1.EnvVar{{Name: "UPSTREAM", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "routes"}, Key: "up"}}}},
+	}}
+	s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}}
+	return pod
+}
+
+// admittedMemberPod is what the member holds for host once its admission
+// and scheduler have had it: a token volume of its own, a node.
+func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
+	m := ToMember(host, t)
+	m.UID, m.ResourceVersion = "m-1", "12"
+	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "flotilla-node", Operation: metav1.ManagedFieldsOperationUpdate}}
+	m.Spec.Volumes = append(m.Spec.Volumes, admittedPod().Spec.Volumes[0])
+	m.Spec.Containers[0].VolumeMounts = append(m.Spec.Containers[0].VolumeMounts, admittedPod().Spec.Containers[0].VolumeMounts[0])
+	m.Spec.NodeName = "node-7"
+	m.Spec.SchedulerName = corev1.DefaultSchedulerName
+	m.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.5", QOSClass: corev1.PodQOSBurstable,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, Image: "registry.k8s.io/pause:3.10"}}}
+	return m
+}
+
+func transformed(t *testing.T, f func(any) (any, error), pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	out, err := f(pod.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*corev1.Pod)
+}
+
+// A forwarded member pod is cached with much less, and nothing flotilla
+// reads of it changes: its dependencies, its requests on its node, what
+// HostView shows of it, its status and identity.
+func TestMemberPodTransform(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	host := richHostPod()
+	member := admittedMemberPod(host, target)
+	transform := MemberPodTransform(testInstallation)
+	cached := transformed(t, transform, member)
+
+	if cached.ManagedFields != nil {
+		t.Error("managed fields kept")
+	}
+	if d := cmp.Diff(podDependencies(&member.Spec, nil), podDependencies(&cached.Spec, nil), cmp.AllowUnexported(dependency{}, objectRef{}, usage{})); d != "" {
+		t.Errorf("dependencies (-pod +cached):\n%s", d)
+	}
+	opts := resourcehelper.PodResourcesOptions{}
+	if d := cmp.Diff(resourcehelper.PodRequests(member, opts), resourcehelper.PodRequests(cached, opts)); d != "" {
+		t.Errorf("requests (-pod +cached):\n%s", d)
+	}
+	if d := cmp.Diff(HostView(host, member, target), HostView(host, cached, target)); d != "" {
+		t.Errorf("HostView (-pod +cached):\n%s", d)
+	}
+	if d := cmp.Diff(member.ObjectMeta, cached.ObjectMeta, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "ManagedFields" }, cmp.Ignore())); d != "" {
+		t.Errorf("metadata (-pod +cached):\n%s", d)
+	}
+	if d := cmp.Diff(member.Status, cached.Status); d != "" {
+		t.Errorf("status (-pod +cached):\n%s", d)
+	}
+	if cached.Spec.NodeName != "node-7" || cached.Spec.Containers[0].Name != "app" || cached.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		t.Errorf("node, container names or restart policy lost: %+v", cached.Spec)
+	}
+	pm := member.DeepCopy()
+	pm.ManagedFields = nil
+	if before, after := pm.Size(), cached.Size(); after >= before {
+		t.Errorf("cached member pod is %d bytes of %d", after, before)
+	}
+	// A Deployment's plain pod, mostly metadata and status, loses a
+	// quarter: its token volume, mounts and defaults.
+	plain := admittedMemberPod(admittedPod(), target)
+	plain.ManagedFields = nil
+	if before, after := plain.Size(), transformed(t, transform, plain).Size(); after*4 > before*3 {
+		t.Errorf("cached plain member pod is %d bytes of %d: no more than three quarters should be kept", after, before)
+	} else {
+		t.Logf("plain member pod %d bytes, cached %d", before, after)
+	}
+	if d := cmp.Diff(cached, transformed(t, transform, cached)); d != "" {
+		t.Errorf("not idempotent (-once +twice):\n%s", d)
+	}
+
+	// A pod flotilla did not forward may be adopted, which writes it back:
+	// it keeps all of its spec.
+	own := admittedPod()
+	own.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	kept := transformed(t, transform, own)
+	own.ManagedFields = nil
+	if d := cmp.Diff(own, kept); d != "" {
+		t.Errorf("a member's own pod changed (-pod +cached):\n%s", d)
+	}
+	other := transformed(t, MemberPodTransform("another-installation"), member)
+	if d := cmp.Diff(pm, other); d != "" {
+		t.Errorf("another installation's pod changed (-pod +cached):\n%s", d)
+	}
+
+	// Other kinds only lose their managed fields.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
+	if out, _ := transform(node); out.(*corev1.Node).ManagedFields != nil {
+		t.Error("node kept its managed fields")
+	}
+}
+
+// A host pod is cached whole but for what ToMember drops: the parts of the
+// host's token volume other than the token, and its mounts.
+func TestHostPodTransform(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	host := richHostPod()
+	cached := transformed(t, HostPodTransform, host)
+
+	if cached.ManagedFields != nil {
+		t.Error("managed fields kept")
+	}
+	if d := cmp.Diff(ToMember(host, target), ToMember(cached, target)); d != "" {
+		t.Errorf("forwarded pod (-pod +cached):\n%s", d)
+	}
+	if d := cmp.Diff(podDependencies(&host.Spec, nil), podDependencies(&cached.Spec, nil), cmp.AllowUnexported(dependency{}, objectRef{}, usage{})); d != "" {
+		t.Errorf("dependencies (-pod +cached):\n%s", d)
+	}
+	if !podsEffectivelyEqual(vkView(transformed(t, StripManagedFields, host)), vkView(cached)) {
+		t.Error("virtual-kubelet's view changed")
+	}
+	if d := cmp.Diff(host.Status, cached.Status); d != "" {
+		t.Errorf("status (-pod +cached):\n%s", d)
+	}
+	v := cached.Spec.Volumes[0]
+	if v.Name != "kube-api-access-abcde" || len(v.Projected.Sources) != 1 || v.Projected.Sources[0].ServiceAccountToken == nil {
+		t.Errorf("token volume = %+v", v)
+	}
+	for _, m := range cached.Spec.Containers[0].VolumeMounts {
+		if m.Name == v.Name {
+			t.Error("token volume mount kept")
+		}
+	}
+	if d := cmp.Diff(cached, transformed(t, HostPodTransform, cached)); d != "" {
+		t.Errorf("not idempotent (-once +twice):\n%s", d)
+	}
+}
