@@ -43,9 +43,11 @@ const (
 	// dependencyIndex, followed by the node name, indexes this node's live
 	// member pods by the objects they use ("<namespace>/<kind>/<name>").
 	dependencyIndex = "flotilla.io/dependencies-"
-	// hostDependencyIndex indexes the live host pods bound to this node in
-	// the same way, in their host namespace.
-	hostDependencyIndex = "flotilla.io/host-dependencies"
+	// hostDependencyIndex, followed by the node name, indexes the live
+	// host pods bound to this node in the same way, in their host
+	// namespace. The host pod informer is the process's, shared by its
+	// virtual nodes, so each adds an index of its own.
+	hostDependencyIndex = "flotilla.io/host-dependencies-"
 	// mirrorResync is how often every mirrored object is looked at again
 	// without a change: the safety net for a last user that went away
 	// without a member pod event (a host pod that failed after its member
@@ -74,9 +76,10 @@ type dependencies struct {
 	mirroredSAs corev1listers.ServiceAccountLister
 	memberPods  cache.Indexer
 	index       string
-	// hostPods indexes the host pods by the objects they use (hostDependencyIndex).
-	hostPods cache.Indexer
-	synced   []cache.InformerSynced
+	// hostPods indexes the host pods by the objects they use (hostIndex).
+	hostPods  cache.Indexer
+	hostIndex string
+	synced    []cache.InformerSynced
 }
 
 // newDependencies registers the informers mirroring needs: the host's
@@ -157,7 +160,8 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 	}
 	d.memberPods = pods.GetIndexer()
 	hostPods := e.cfg.HostPods.Informer()
-	if err := hostPods.AddIndexers(cache.Indexers{hostDependencyIndex: d.indexHostPod}); err != nil {
+	d.hostIndex = hostDependencyIndex + e.cfg.NodeName
+	if err := hostPods.AddIndexers(cache.Indexers{d.hostIndex: d.indexHostPod}); err != nil {
 		return nil, fmt.Errorf("index host pods by dependency: %w", err)
 	}
 	d.hostPods = hostPods.GetIndexer()
@@ -346,7 +350,7 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 	var out []*corev1.Pod
 	found := map[types.UID]bool{}
 	for _, key := range keys {
-		objs, err := d.hostPods.ByIndex(hostDependencyIndex, key)
+		objs, err := d.hostPods.ByIndex(d.hostIndex, key)
 		if err != nil {
 			continue
 		}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -102,15 +101,19 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	// The caches hold what flotilla-node's hold (see podcache.go).
 	hostFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0, informers.WithTransform(StripManagedFields))
 	memberFactory := informers.NewSharedInformerFactoryWithOptions(w.member, 0, informers.WithTransform(MemberPodTransform(testInstallation)))
-	// As in flotilla-node, the pod controller's informer holds only the
+	// As in flotilla-node, the process's host pod informer watches the
 	// pods bound to its node (the fake ignores the field selector; tests
-	// bind every pod to testNode).
+	// bind every pod to testNode), and the node sees it through
+	// NodePodInformer.
 	podFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0,
-		informers.WithTransform(HostPodTransform),
+		informers.WithTransform(HostPodsTransform([]string{testNode})),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", testNode).String()
+			o.FieldSelector = HostPodSelector([]string{testNode})
 		}))
-	var podInformer corev1informers.PodInformer = podFactory.Core().V1().Pods()
+	if err := IndexHostPodsByNode(podFactory.Core().V1().Pods()); err != nil {
+		t.Fatal(err)
+	}
+	podInformer := NodePodInformer(podFactory.Core().V1().Pods(), testNode)
 	if cfg.hostPods != nil {
 		podInformer = cfg.hostPods(podInformer)
 	}

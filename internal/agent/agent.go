@@ -24,10 +24,10 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -107,7 +107,6 @@ type virtualNode struct {
 	nodes   *clusternode.Provider
 	pods    *provider.Provider
 	podCtl  *node.PodController
-	factory informers.SharedInformerFactory // host pods bound to this node
 	handler http.Handler
 }
 
@@ -163,7 +162,17 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// flotilla reads of them; see provider.MemberPodTransform.
 	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(provider.MemberPodTransform(cfg.Installation)))
 	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(provider.StripManagedFields))
-	factories := []informers.SharedInformerFactory{memberInformers, hostInformers}
+	// One informer watches the host pods of every virtual node of the
+	// process; each node sees its own through provider.NodePodInformer.
+	var names []string
+	for _, vc := range cfg.VirtualClusters {
+		names = append(names, vc.Name)
+	}
+	hostPodInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
+		informers.WithTransform(provider.HostPodsTransform(names)),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
+	hostPods := hostPodInformers.Core().V1().Pods()
+	factories := []informers.SharedInformerFactory{memberInformers, hostInformers, hostPodInformers}
 	broadcaster := record.NewBroadcaster()
 	var wg sync.WaitGroup
 	defer func() {
@@ -199,14 +208,16 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	health := newSharedHealth(check, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
 	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
 	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
+	if err := provider.IndexHostPodsByNode(hostPods); err != nil {
+		return err
+	}
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, broadcaster, ovr, health)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, provider.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
 		vns = append(vns, vn)
-		factories = append(factories, vn.factory)
 	}
 
 	if cfg.Registerer != nil {
@@ -225,10 +236,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		log.G(ctx).WithField("timeout", cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
 	}
 	hostInformers.Start(ctx.Done())
+	hostPodInformers.Start(ctx.Done())
 
 	running := make([]<-chan struct{}, 0, len(vns))
 	for _, vn := range vns {
-		vn.factory.Start(ctx.Done())
 		up := make(chan struct{})
 		running = append(running, up)
 		wg.Go(func() { vn.run(ctx, cfg, stop, &wg, up) })
@@ -251,7 +262,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:             vc.Name,
@@ -281,13 +292,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		return nil, err
 	}
 	// virtual-kubelet's pod controller treats every pod of its informer as
-	// its own, so each virtual node watches the host pods bound to it.
-	factory := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
-		informers.WithTransform(provider.HostPodTransform),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", vc.Name).String()
-		}))
-	podInformer := factory.Core().V1().Pods()
+	// its own: podInformer shows it this node's.
 	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
 	mapper := provider.SameName
 	if vc.NamespaceMapping == v1alpha1.Suffix {
@@ -369,7 +374,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 	if err != nil {
 		return nil, err
 	}
-	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl, factory: factory,
+	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl,
 		handler: nodeutil.WithAuth(auth, mux)}, nil
 }
 
