@@ -4,8 +4,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
-	resourcehelper "k8s.io/component-helpers/resource"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -31,7 +31,7 @@ func Eligible(n *corev1.Node, selector labels.Selector) bool {
 // requests of the pods bound to them that flotilla did not forward. Each
 // such pod also uses up one unit of the "pods" resource. Nothing goes below zero.
 func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
-	return allocatable(eligibleNodes(nodes, selector), pods, forwarded)
+	return allocatable(eligibleNodes(nodes, selector), pods, forwarded, fit.PodRequests)
 }
 
 // eligibleNodes returns the nodes that are Eligible.
@@ -46,7 +46,7 @@ func eligibleNodes(nodes []*corev1.Node, selector labels.Selector) []*corev1.Nod
 }
 
 // allocatable is Allocatable over nodes already known to be eligible.
-func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
+func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool, requests fit.Requests) corev1.ResourceList {
 	total := corev1.ResourceList{}
 	eligible := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -61,7 +61,7 @@ func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev
 		if !eligible[p.Spec.NodeName] || forwarded(p) || podstate.Terminal(p) {
 			continue
 		}
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range requests(p) {
 			if sum, ok := total[name]; ok {
 				sum.Sub(q)
 				total[name] = sum

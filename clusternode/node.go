@@ -90,6 +90,8 @@ type Snapshot struct {
 	// KubeletAPI, when probed, is whether the host apiserver reached the
 	// kubelet endpoint in its last probes, and if not why.
 	KubeletAPI *Probe
+	// Requests reads what a pod requests; fit.PodRequests when nil.
+	Requests fit.Requests
 }
 
 // Probe is the outcome of the last probes of something.
@@ -124,7 +126,11 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	// The host scheduler already counts the pods this virtual node
 	// forwarded; every other pod (the member's own, another installation's
 	// or partition's) takes capacity from it.
-	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool { return cfg.Owner().Owns(p) })
+	requests := snap.Requests
+	if requests == nil {
+		requests = fit.PodRequests
+	}
+	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool { return cfg.Owner().Owns(p) }, requests)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
@@ -132,7 +138,7 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// The sum above is what the host scheduler counts; the model
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
-			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.Build(eligible, snap.Pods, cfg.Grow).Encode()},
+			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildWith(eligible, snap.Pods, cfg.Grow, requests).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

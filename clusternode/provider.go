@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -67,6 +68,8 @@ type Provider struct {
 	apiProbed   bool
 	apiFailures int
 	apiError    string
+	// requests remembers the pods' requests between builds.
+	requests fit.RequestCache
 }
 
 // NewProvider registers the member informers it needs and returns a provider
@@ -223,7 +226,10 @@ func (p *Provider) buildLocked() *corev1.Node {
 	}
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
 	snap.Pods, _ = p.pods.List(labels.Everything())
-	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
+	snap.Requests = p.requests.Requests
+	n := Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
+	p.requests.Sweep()
+	return n
 }
 
 // Run checks the member's health and publishes node changes until ctx ends.

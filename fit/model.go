@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // Limits that keep a model small whatever the cluster's size.
@@ -132,6 +131,11 @@ func quantity(name corev1.ResourceName, v int64) string {
 // cluster can add nodes: of the shapes given, or when there are none, of
 // the shape of its largest node.
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
+	return BuildWith(nodes, pods, grow, PodRequests)
+}
+
+// BuildWith is Build with the pods' requests read through requests.
+func BuildWith(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape, requests Requests) *Model {
 	m := &Model{}
 	index := map[corev1.ResourceName]int{}
 	dim := func(name corev1.ResourceName) int {
@@ -173,7 +177,7 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
 		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+		for name, q := range requests(p) {
 			if d, ok := index[name]; ok {
 				free[i][d] -= value(name, q)
 			}
