@@ -1,14 +1,18 @@
 package provider
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // PodInformerForVirtualKubelet is the host pod informer as virtual-kubelet's
 // pod controller must get it: its lister returns views (vkView), private
-// copies of only what virtual-kubelet reads.
+// copies of only what virtual-kubelet reads, and its event handlers are
+// called with views.
 //
 // A copy, because with downward API resolution skipped (flotilla mirrors
 // Secrets and ConfigMaps as objects rather than inlining them)
@@ -27,6 +31,47 @@ func PodInformerForVirtualKubelet(inf corev1informers.PodInformer) corev1informe
 }
 
 type viewPodInformer struct{ corev1informers.PodInformer }
+
+// Informer calls handlers with views: on every update of a host pod,
+// virtual-kubelet compares the old and the new pod's containers with go-cmp
+// (node/pod.go podShouldEnqueue), which costs a fraction on views. It only
+// keeps keys of what its handlers are given.
+func (i viewPodInformer) Informer() cache.SharedIndexInformer {
+	return viewInformer{i.PodInformer.Informer()}
+}
+
+type viewInformer struct{ cache.SharedIndexInformer }
+
+func (i viewInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(viewHandler{h})
+}
+
+func (i viewInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(viewHandler{h}, resync)
+}
+
+func (i viewInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(viewHandler{h}, o)
+}
+
+type viewHandler struct{ h cache.ResourceEventHandler }
+
+func (v viewHandler) OnAdd(obj any, initial bool) { v.h.OnAdd(viewOf(obj), initial) }
+func (v viewHandler) OnUpdate(old, cur any)       { v.h.OnUpdate(viewOf(old), viewOf(cur)) }
+func (v viewHandler) OnDelete(obj any)            { v.h.OnDelete(viewOf(obj)) }
+
+func viewOf(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return vkView(o)
+	case cache.DeletedFinalStateUnknown:
+		if pod, ok := o.Obj.(*corev1.Pod); ok {
+			o.Obj = vkView(pod)
+		}
+		return o
+	}
+	return obj
+}
 
 func (i viewPodInformer) Lister() corev1listers.PodLister {
 	return viewPodLister{i.PodInformer.Lister()}

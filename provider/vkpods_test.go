@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"context"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,8 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
 
@@ -170,6 +175,101 @@ func BenchmarkVirtualKubeletCopy(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = vkView(pod)
+		}
+	})
+}
+
+// TestVirtualKubeletHandlersGetViews: virtual-kubelet's event handlers are
+// called with views of the host pods, tombstones included.
+func TestVirtualKubeletHandlersGetViews(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	client := fake.NewClientset(admittedPod())
+	factory := informers.NewSharedInformerFactory(client, 0)
+	inf := factory.Core().V1().Pods()
+	var mu sync.Mutex
+	var events []string
+	record := func(what string, obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if pod, ok := obj.(*corev1.Pod); ok && isView(pod) {
+			events = append(events, what)
+		} else {
+			events = append(events, what+" of a whole pod")
+		}
+	}
+	_, err := PodInformerForVirtualKubelet(inf).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { record("add", obj) },
+		UpdateFunc: func(old, cur any) { record("update (old)", old); record("update", cur) },
+		DeleteFunc: func(obj any) { record("delete", obj) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	defer func() {
+		cancel()
+		factory.Shutdown()
+	}()
+	cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced)
+	pod := admittedPod()
+	pod.Labels["tier"] = "front"
+	if _, err := client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"add", "update (old)", "update", "delete"}
+	err = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(events) >= len(want), nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || !slices.Equal(events, want) {
+		t.Errorf("handlers were called with %v, want %v", events, want)
+	}
+	if cached, _, _ := inf.Informer().GetStore().GetByKey("app/" + pod.Name); cached != nil && isView(cached.(*corev1.Pod)) {
+		t.Error("the cache holds a view")
+	}
+}
+
+// podsEqual is virtual-kubelet v1.13's test of a host pod update
+// (node/pod.go podShouldEnqueue), reproduced to measure it.
+func podsEqual(p1, p2 *corev1.Pod) bool {
+	return cmp.Equal(p1.Spec.Containers, p2.Spec.Containers) &&
+		cmp.Equal(p1.Spec.InitContainers, p2.Spec.InitContainers) &&
+		cmp.Equal(p1.Spec.EphemeralContainers, p2.Spec.EphemeralContainers) &&
+		cmp.Equal(p1.Spec.ActiveDeadlineSeconds, p2.Spec.ActiveDeadlineSeconds) &&
+		cmp.Equal(p1.Spec.Tolerations, p2.Spec.Tolerations) &&
+		cmp.Equal(p1.Labels, p2.Labels) &&
+		cmp.Equal(p1.Annotations, p2.Annotations)
+}
+
+// BenchmarkVirtualKubeletUpdateEvent: virtual-kubelet's test of a status
+// update of a host pod, the bulk of its events, on whole pods and on the
+// views its handlers get (making the views included).
+func BenchmarkVirtualKubeletUpdateEvent(b *testing.B) {
+	old, cur := admittedPod(), admittedPod()
+	cur.Status.Phase = corev1.PodSucceeded
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !podsEqual(old, cur) {
+				b.Fatal("a status update compared unequal")
+			}
+		}
+	})
+	b.Run("view", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !podsEqual(viewOf(old).(*corev1.Pod), viewOf(cur).(*corev1.Pod)) {
+				b.Fatal("a status update compared unequal")
+			}
 		}
 	})
 }
