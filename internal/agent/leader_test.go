@@ -14,8 +14,12 @@ import (
 // standby must not start until that write is done.
 func TestTakeoverWaitsForTheLeadersWork(t *testing.T) {
 	client := fake.NewClientset()
+	// The lease is renewed every 400 ms within 1.33 s: with a shorter one a
+	// loaded machine (the race detector, a test world alongside) starved
+	// the renewals, and the lease was lost for real.
+	const lease = 2 * time.Second
 	cfg := func(id string) LeaderConfig {
-		return LeaderConfig{Client: client, Namespace: "flotilla-system", Name: "flotilla-node-beijing", Identity: id, LeaseDuration: time.Second}
+		return LeaderConfig{Client: client, Namespace: "flotilla-system", Name: "flotilla-node-beijing", Identity: id, LeaseDuration: lease}
 	}
 	var mu sync.Mutex
 	var log []string
@@ -58,7 +62,7 @@ func TestTakeoverWaitsForTheLeadersWork(t *testing.T) {
 	select {
 	case <-bStarted:
 		t.Fatal("b took over while a's write was in flight")
-	case <-time.After(3 * time.Second):
+	case <-time.After(2 * lease):
 	}
 	close(release)
 	select {
