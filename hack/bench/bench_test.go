@@ -216,12 +216,19 @@ func TestSelect(t *testing.T) {
 	if _, _, err := selectScenarios("burst,stedy"); err == nil {
 		t.Error("want an error for an unknown scenario")
 	}
-	perMode, scale, err := selectScenarios("scale, burst")
+	perMode, own, err := selectScenarios("scale, burst")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(perMode) != 1 || perMode[0].name() != "burst" || !scale {
-		t.Errorf("selectScenarios(scale, burst) = %v, %v; want [burst], true", perMode, scale)
+	if len(perMode) != 1 || perMode[0].name() != "burst" || own != (ownWorlds{scale: true}) {
+		t.Errorf("selectScenarios(scale, burst) = %v, %+v; want [burst], scale", perMode, own)
+	}
+	perMode, own, err = selectScenarios("members")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(perMode) != 0 || own != (ownWorlds{members: true}) {
+		t.Errorf("selectScenarios(members) = %v, %+v; want [], members", perMode, own)
 	}
 }
 

@@ -12,6 +12,7 @@
 //	go run ./hack/bench --out results.json          # the default benchmark
 //	go run ./hack/bench --pin --out pinned.json
 //	go run ./hack/bench --scenarios scale           # one flotilla-node, 50 partitions of 500 nodes
+//	go run ./hack/bench --scenarios members --runs 1 # 20 members, a flotilla-node each, against native
 //	go run ./hack/bench --scenarios footprint10k --runs 1 --phase-timeout 30m --timeout 60m
 //
 // Each scenario is a file of its own (scenario.go lists them): burst,
@@ -19,7 +20,9 @@
 // forwarded at once) when asked for. The scale scenario (scale.go) runs in
 // a world of its own instead of in the modes: one flotilla-node serving
 // --scale-partitions label partitions of a member with --scale-nodes
-// nodes, against the same flotilla-node serving one partition.
+// nodes, against the same flotilla-node serving one partition. The members
+// scenario (members.go) also does: --members-count members with a
+// flotilla-node each, against a native host with as many kwok nodes.
 //
 // See BENCHMARKS.md for results and what bounds them.
 package main
@@ -77,6 +80,8 @@ type options struct {
 	scalePods       int
 	scaleObserve    time.Duration
 	scaleTimeout    time.Duration
+	membersCount    int
+	membersIdle     time.Duration
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -116,13 +121,17 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.scalePods, "scale-pods", 500, "scale: pods of the Deployment spread evenly over the partitions")
 	fs.DurationVar(&o.scaleObserve, "scale-observe", 2*time.Minute, "scale: how long the partitions are watched doing nothing (every node Ready, every lease renewed) and flotilla-node metered idle")
 	fs.DurationVar(&o.scaleTimeout, "scale-timeout", 14*time.Minute, "scale: bound on the whole scenario, world start-up included")
+	fs.IntVar(&o.membersCount, "members-count", 20, "members: member clusters, each with --nodes-per-cluster kwok nodes and a flotilla-node of its own; the native host gets members-count x nodes-per-cluster nodes")
+	fs.DurationVar(&o.membersIdle, "members-idle", time.Minute, "members: how long the host apiserver is watched idle, before any flotilla-node runs and once all are Ready")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	switch {
 	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1 ||
-		o.noisePods < 1 || o.footprintPods < 1 || o.scalePartitions < 1 || o.scalePods < 1:
-		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --scale-partitions and --scale-pods must be at least 1")
+		o.noisePods < 1 || o.footprintPods < 1 || o.scalePartitions < 1 || o.scalePods < 1 || o.membersCount < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --scale-partitions, --scale-pods and --members-count must be at least 1")
+	case o.membersIdle < time.Second:
+		return nil, errors.New("--members-idle must be at least 1s")
 	case o.steadyRate <= 0 || o.steadyRate > 1000 || steadyPods(o) < 1:
 		return nil, errors.New("--steady-rate must be above 0 and at most 1000 a second, and times --steady-duration at least one pod")
 	case o.scaleNodes < o.scalePartitions:
@@ -191,7 +200,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	scenarios, scale, _ := selectScenarios(o.scenarios)
+	scenarios, own, _ := selectScenarios(o.scenarios)
 	selected, _ := selectModes(o.modes)
 	// A mode none of the scenarios applies to would only start a world.
 	modes := slices.DeleteFunc(selected, func(m mode) bool {
@@ -261,17 +270,21 @@ func run() error {
 			"noisePods": strconv.Itoa(o.noisePods), "footprintPods": strconv.Itoa(o.footprintPods),
 		},
 	}
-	if scale {
+	if own.scale {
 		res.Options["scalePartitions"] = strconv.Itoa(o.scalePartitions)
 		res.Options["scaleNodes"] = strconv.Itoa(o.scaleNodes)
 		res.Options["scalePods"] = strconv.Itoa(o.scalePods)
 		res.Options["scaleObserve"] = o.scaleObserve.String()
 	}
 	res.Versions["flotilla-node"] = nodeVersion
+	if own.members {
+		res.Options["membersCount"] = strconv.Itoa(o.membersCount)
+		res.Options["membersIdle"] = o.membersIdle.String()
+	}
 	if len(scenarios) == 0 {
-		modes = nil // only scale, which needs no mode's world
+		modes = nil // only scenarios of worlds of their own
 		res.Modes = nil
-		logf("%s cores, load %s, scenario scale; files in %s", res.Placement, res.LoadBefore, dir)
+		logf("%s cores, load %s, scenarios %s; files in %s", res.Placement, res.LoadBefore, o.scenarios, dir)
 	} else {
 		logf("%s cores, load %s, modes %v, scenarios %s, %d replicas, %d runs; files in %s", res.Placement, res.LoadBefore, modes, o.scenarios, o.replicas, o.runs, dir)
 	}
@@ -288,7 +301,7 @@ func run() error {
 			}
 		}
 	}
-	if scale && ctx.Err() == nil {
+	if own.scale && ctx.Err() == nil {
 		sr, err := runScale(ctx, o, bin, nodeBinary, filepath.Join(dir, "scale"), logf)
 		res.Scale = sr
 		if err != nil {
@@ -296,6 +309,16 @@ func run() error {
 			res.Errors = append(res.Errors, fmt.Sprintf("scale: %v", err))
 			keep = true
 			logf("scale failed (files kept in %s): %v", dir, err)
+		}
+	}
+	if own.members && ctx.Err() == nil {
+		mr, err := runMembers(ctx, o, bin, nodeBinary, filepath.Join(dir, "members"), logf)
+		res.Members = mr
+		if err != nil {
+			mr.Error = err.Error()
+			res.Errors = append(res.Errors, fmt.Sprintf("members: %v", err))
+			keep = true
+			logf("members failed (files kept in %s): %v", dir, err)
 		}
 	}
 	res.Finished = time.Now()

@@ -75,7 +75,7 @@ func (t *target) busy(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", c.Name, err)
 		}
-		if rate := (counts.byClass()[classWrite] - before[i]) / quietWindow.Seconds(); rate > quietWrites {
+		if rate := (counts.byClass()[classWrite] - before[i]) / quietWindow.Seconds(); rate > quietWrites+t.quietExtra[c.Name] {
 			loud = append(loud, fmt.Sprintf("%s takes %.1f writes/s", c.Name, rate))
 		}
 	}

@@ -24,6 +24,7 @@ type results struct {
 	LoadAfter  string               `json:"loadAfter"`
 	Modes      map[mode]*modeResult `json:"modes"`
 	Scale      *scaleResult         `json:"scale,omitempty"`
+	Members    *membersResult       `json:"members,omitempty"`
 	Ratios     map[string]ratioPair `json:"ratios"`
 	Derived    map[string]float64   `json:"derived,omitempty"`
 	Options    map[string]string    `json:"options"`
@@ -202,6 +203,9 @@ func (r *results) printTable(out io.Writer) {
 	if r.Scale != nil {
 		r.Scale.printTable(out)
 	}
+	if r.Members != nil {
+		r.Members.printTable(out)
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(out, "ERROR: %s\n", e)
 	}
@@ -314,6 +318,12 @@ func (r *results) printMarkdown(out io.Writer) {
 			fmt.Fprintln(out)
 		}
 		r.Scale.printMarkdown(out)
+	}
+	if r.Members != nil {
+		if len(r.Modes) > 0 || r.Scale != nil {
+			fmt.Fprintln(out)
+		}
+		r.Members.printMarkdown(out)
 	}
 }
 

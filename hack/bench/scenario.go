@@ -11,9 +11,10 @@ import (
 // order, on the same prepared world, and the scenario adds its metrics to
 // the run's sample. Scenarios that need a world of their own shape run once
 // per invocation instead, after the modes: scale (scale.go, 50 partitions
-// over 500 nodes). A scenario that runs alongside another workload drives
-// it through runDeployment's workloadHooks (noise.go: a member's own churn
-// during a burst).
+// over 500 nodes) and members (members.go, 20 members with a flotilla-node
+// each, against a native host of as many nodes). A scenario that runs
+// alongside another workload drives it through runDeployment's
+// workloadHooks (noise.go: a member's own churn during a burst).
 type scenario interface {
 	name() string
 	// applies reports whether the scenario means anything in mode m.
@@ -31,39 +32,52 @@ type scenario interface {
 var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}, growth{}}
 
 // defaultScenarios are the scenarios an invocation runs unless told
-// otherwise: all but footprint10k, growth and scale, which take many
-// minutes each.
+// otherwise: all but footprint10k, growth, scale and members, which take
+// many minutes each.
 const defaultScenarios = "burst,propagation,steady,noise"
 
-// scaleScenario is the name of the scale scenario, which runs in a world of
-// its own (see scale.go).
-const scaleScenario = "scale"
+// scaleScenario and membersScenario are the names of the scenarios that
+// run in worlds of their own (see scale.go and members.go).
+const (
+	scaleScenario   = "scale"
+	membersScenario = "members"
+)
+
+// ownWorlds says which scenarios that run in worlds of their own, after
+// the modes, a list names.
+type ownWorlds struct {
+	scale, members bool
+}
 
 // selectScenarios returns the per-mode scenarios named in a comma-separated
-// list, and whether it names the scale scenario.
-func selectScenarios(list string) ([]scenario, bool, error) {
+// list, and which scenarios of worlds of their own it names.
+func selectScenarios(list string) ([]scenario, ownWorlds, error) {
 	byName := map[string]scenario{}
 	names := []string{}
 	for _, s := range allScenarios {
 		byName[s.name()] = s
 		names = append(names, s.name())
 	}
-	names = append(names, scaleScenario)
+	names = append(names, scaleScenario, membersScenario)
 	var out []scenario
-	scale := false
+	var own ownWorlds
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
-		if n == scaleScenario {
-			scale = true
+		switch n {
+		case scaleScenario:
+			own.scale = true
+			continue
+		case membersScenario:
+			own.members = true
 			continue
 		}
 		s, ok := byName[n]
 		if !ok {
-			return nil, false, fmt.Errorf("unknown scenario %q; have %s", n, strings.Join(names, ", "))
+			return nil, ownWorlds{}, fmt.Errorf("unknown scenario %q; have %s", n, strings.Join(names, ", "))
 		}
 		out = append(out, s)
 	}
-	return out, scale, nil
+	return out, own, nil
 }
 
 // peakPods is the most pods any scenario of --scenarios has at once in one

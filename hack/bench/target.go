@@ -61,6 +61,10 @@ type target struct {
 	logf    func(string, ...any)
 	// once holds measurements taken once per world (idle footprint).
 	once sample
+	// quietExtra raises quietWrites for a cluster by name: a host with
+	// many flotilla-nodes renewing their leases writes more while quiet
+	// (the members scenario).
+	quietExtra map[string]float64
 }
 
 // nodeSpecs returns count fake nodes named prefix-1..count, each able to
