@@ -438,7 +438,7 @@ func deriveIdle(s sample, members int, without, with idleReading, w idleWatches)
 		b, a := total(before, c.class), total(after, c.class)
 		s["members.idle_host_api_"+c.suffix+"_per_s_without"] = b
 		s["members.idle_host_api_"+c.suffix+"_per_s_with"] = a
-		s["members.idle_host_api_"+c.suffix+"_per_s_added_per_member"] = (a - b) / n
+		s["members.idle_host_api_"+c.suffix+"_per_s_added_per_member"] = zeroIfTiny((a - b) / n)
 	}
 	keys := map[string]bool{}
 	for k, v := range before {
@@ -501,6 +501,15 @@ func deriveIdle(s sample, members int, without, with idleReading, w idleWatches)
 		s["members.idle_node_rss_mib_mean"] = rssSum / k
 		s["members.idle_node_rss_mib_max"] = rssMax
 	}
+}
+
+// zeroIfTiny returns 0 for a difference too small to be a change (see
+// deriveIdle), and v otherwise.
+func zeroIfTiny(v float64) float64 {
+	if math.Abs(v) < 0.001 {
+		return 0
+	}
+	return v
 }
 
 // membersRows are the bursts' metrics printed, native against flotilla;
@@ -677,6 +686,7 @@ func (r *membersResult) printTable(out io.Writer) {
 	}
 	tw.Flush()
 	r.printSpread(out, "burst.ready_s", "cpu.total_per_1000_pods_s")
+	r.printCPU(out)
 	fmt.Fprintf(out, "\nidle, %d members:\n", r.Members)
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, row := range membersIdleRows {
@@ -692,6 +702,32 @@ func (r *membersResult) printTable(out io.Writer) {
 		fmt.Fprintf(out, "target: %s\n", l)
 	}
 	fmt.Fprintf(out, "members: load average before %s, after %s\n", r.LoadBefore, r.LoadAfter)
+}
+
+// printCPU writes the CPU seconds each kind of process spent in the
+// bursts' measured phases (create and delete), summed over the members:
+// what bounds the burst on a machine all the clusters share.
+func (r *membersResult) printCPU(out io.Writer) {
+	labels := map[string]bool{}
+	for _, s := range []sample{r.native(), r.flotilla()} {
+		for k := range s {
+			if strings.HasPrefix(k, "cpu.") && strings.HasSuffix(k, "_s") && !strings.Contains(k, "per_1000") {
+				labels[k] = true
+			}
+		}
+	}
+	if len(labels) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nCPU seconds during the burst (create + delete phases), median:\n")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "process\tnative\tflotilla\t")
+	for _, k := range sortedKeys(labels) {
+		n, okn := r.native()[k]
+		f, okf := r.flotilla()[k]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", strings.TrimSuffix(strings.TrimPrefix(k, "cpu."), "_s"), cell("%.1f", n, okn), cell("%.1f", f, okf))
+	}
+	tw.Flush()
 }
 
 // detailLines break the idle figures down by verb and resource.
