@@ -31,18 +31,35 @@ func describeMachine() machine {
 		}
 	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					m.MemoryGiB = kb / (1 << 20)
-				}
-			}
-		}
+		m.MemoryGiB = memInfoGiB(b, "MemTotal")
 	}
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
 	return m
+}
+
+// memAvailableGiB is the memory the machine has available for more
+// processes now, or 0 when /proc does not say.
+func memAvailableGiB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	return memInfoGiB(b, "MemAvailable")
+}
+
+// memInfoGiB returns field of /proc/meminfo's contents in GiB, or 0 when it
+// is missing.
+func memInfoGiB(meminfo []byte, field string) float64 {
+	for line := range strings.SplitSeq(string(meminfo), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field+":" {
+			if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+				return kb / (1 << 20)
+			}
+		}
+	}
+	return 0
 }
 
 // loadAverage returns /proc/loadavg's 1, 5 and 15 minute load averages.

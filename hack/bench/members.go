@@ -229,6 +229,10 @@ func membersFlotilla(ctx context.Context, o *options, bin testworld.Bin, nodeBin
 	if err != nil {
 		return err
 	}
+	if idle["members.world_rss_idle_gib"], err = worldRSS(w, nodes); err != nil {
+		return err
+	}
+	idle["members.mem_available_idle_gib"] = memAvailableGiB()
 	deriveIdle(idle, len(members), without, with, idleWatches{
 		hostWithout: withoutLoad[host.Name].watches, hostWith: withLoad[host.Name].watches,
 		memberWithout: withoutMember, memberWith: withMember,
@@ -256,7 +260,17 @@ func membersBursts(ctx context.Context, t *target, mr *modeResult, shape func(*a
 		}
 		t.meter.reset()
 		logs := t.markLogs()
-		got, err := runDeployment(ctx, t, "burst-"+strconv.Itoa(run), t.opts.replicas, t.meter, workloadHooks{shape: shape})
+		ready := func(_, _ podWatches) error {
+			nodes := map[string]nodeProc{}
+			for member, pid := range t.meter.nodes {
+				nodes[member] = nodeProc{pid: pid}
+			}
+			rss, err := worldRSS(t.world, nodes)
+			s["members.world_rss_loaded_gib"] = rss
+			s["members.mem_available_loaded_gib"] = memAvailableGiB()
+			return err
+		}
+		got, err := runDeployment(ctx, t, "burst-"+strconv.Itoa(run), t.opts.replicas, t.meter, workloadHooks{shape: shape, ready: ready})
 		if err != nil {
 			return fmt.Errorf("run %d: %w", run, err)
 		}
@@ -287,6 +301,29 @@ func addBurstRates(s sample, host requestCounts, phases time.Duration) {
 	s["members.burst_host_api_writes_per_s"] = cls[classWrite] / secs
 	s["members.burst_host_api_reads_per_s"] = cls[classRead] / secs
 	s["members.burst_measured_s"] = secs
+}
+
+// worldRSS is the resident memory of every process of the world's
+// clusters and of the flotilla-nodes, in GiB.
+func worldRSS(w *testworld.World, nodes map[string]nodeProc) (float64, error) {
+	var pids []int
+	for _, c := range w.Clusters() {
+		for _, p := range clusterProcesses(c) {
+			pids = append(pids, p.Pid())
+		}
+	}
+	for _, n := range nodes {
+		pids = append(pids, n.pid)
+	}
+	var sum int64
+	for _, pid := range pids {
+		ps, err := readProc(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += ps.RSSBytes
+	}
+	return float64(sum) / (1 << 30), nil
 }
 
 // memberWatches reads the open watches of every member's apiserver, by
@@ -535,6 +572,9 @@ var membersRows = []row{
 	{"host apiserver reads per pod", "api.host.reads_per_pod", "%.2f", true},
 	{"flotilla-node peak RSS, largest (MiB)", "footprint.node_peak_rss_mib", "%.1f", false},
 	{"flotilla-nodes RSS with the pods, sum (MiB)", "footprint.loaded_node_rss_sum_mib", "%.1f", false},
+	{"host processes and flotilla-nodes CPU-s (create + delete)", "members.host_side_cpu_s", "%.1f", true},
+	{"world's processes RSS, all pods Ready (GiB)", "members.world_rss_loaded_gib", "%.2f", true},
+	{"machine memory available then (GiB)", "members.mem_available_loaded_gib", "%.1f", false},
 	{"flotilla-node error lines (create + delete)", "burst.log_error_lines", "%.0f", false},
 	{"flotilla-node warning lines (create + delete)", "burst.log_warning_lines", "%.0f", false},
 }
@@ -559,6 +599,8 @@ var membersIdleRows = []row{
 	{"flotilla-node idle RSS, sum (MiB)", "members.idle_node_rss_mib_sum", "%.0f", false},
 	{"flotilla-node idle RSS, per process mean (MiB)", "members.idle_node_rss_mib_mean", "%.1f", false},
 	{"flotilla-node idle RSS, largest (MiB)", "members.idle_node_rss_mib_max", "%.1f", false},
+	{"world's processes RSS idle, all flotilla-nodes Ready (GiB)", "members.world_rss_idle_gib", "%.2f", false},
+	{"machine memory available then (GiB)", "members.mem_available_idle_gib", "%.1f", false},
 }
 
 // finish computes the medians, ratios and targets, and the figures derived
@@ -595,16 +637,21 @@ func (r *membersResult) finish() {
 }
 
 // deriveBurst adds what a burst's sample says put together: the member
-// processes' CPU seconds, and the fewest and most pods any virtual node
+// processes' CPU seconds, the host's with the flotilla-nodes' (natively,
+// the host's with its kwok), and the fewest and most pods any virtual node
 // (any node, natively) ran.
 func deriveBurst(s sample) {
-	var memberCPU float64
-	found := false
+	var memberCPU, hostCPU float64
+	found, foundHost := false, false
 	least, most := math.Inf(1), 0.0
 	for k, v := range s {
 		if strings.HasPrefix(k, "cpu."+roleMember+"/") && strings.HasSuffix(k, "_s") {
 			memberCPU += v
 			found = true
+		}
+		if (strings.HasPrefix(k, "cpu."+roleHost+"/") || k == "cpu.flotilla-node_s") && strings.HasSuffix(k, "_s") {
+			hostCPU += v
+			foundHost = true
 		}
 		if strings.HasPrefix(k, "spread.") {
 			least, most = min(least, v), max(most, v)
@@ -612,6 +659,9 @@ func deriveBurst(s sample) {
 	}
 	if found {
 		s["members.member_cpu_s"] = memberCPU
+	}
+	if foundHost {
+		s["members.host_side_cpu_s"] = hostCPU
 	}
 	if most > 0 {
 		s["members.pods_per_node_min"], s["members.pods_per_node_max"] = least, most

@@ -134,7 +134,7 @@ func TestMembersFinish(t *testing.T) {
 		t.Errorf("targets (-want +got):\n%s", diff)
 	}
 	first := r.Flotilla.Runs[0]
-	if first["members.member_cpu_s"] != 35 || first["members.pods_per_node_min"] != 49 || first["members.pods_per_node_max"] != 50 {
+	if first["members.member_cpu_s"] != 35 || first["members.host_side_cpu_s"] != 9 || first["members.pods_per_node_min"] != 49 || first["members.pods_per_node_max"] != 50 {
 		t.Errorf("derived burst figures = %v", first)
 	}
 
@@ -164,6 +164,19 @@ func TestDetailRates(t *testing.T) {
 	}
 	if got := detailRates(s, "none"); got != "none" {
 		t.Errorf("detailRates with nothing = %q", got)
+	}
+}
+
+func TestMemInfoGiB(t *testing.T) {
+	meminfo := []byte("MemTotal:       25165824 kB\nMemFree:        1048576 kB\nMemAvailable:   12582912 kB\n")
+	if got := memInfoGiB(meminfo, "MemAvailable"); got != 12 {
+		t.Errorf("MemAvailable = %v GiB, want 12", got)
+	}
+	if got := memInfoGiB(meminfo, "MemTotal"); got != 24 {
+		t.Errorf("MemTotal = %v GiB, want 24", got)
+	}
+	if got := memInfoGiB(meminfo, "SwapTotal"); got != 0 {
+		t.Errorf("a missing field = %v, want 0", got)
 	}
 }
 
