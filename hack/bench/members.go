@@ -312,7 +312,10 @@ func addBurstRates(s sample, host requestCounts, phases time.Duration) {
 }
 
 // worldRSS is the resident memory of every process of the world's
-// clusters and of the flotilla-nodes, in GiB.
+// clusters and of the flotilla-nodes, in GiB. Pages the processes share
+// (21 kube-apiservers' text, say) count once per process, so it is more
+// than the machine gives them: the available memory read alongside tells
+// that.
 func worldRSS(w *testworld.World, nodes map[string]nodeProc) (float64, error) {
 	var pids []int
 	for _, c := range w.Clusters() {
@@ -581,7 +584,7 @@ var membersRows = []row{
 	{"flotilla-node peak RSS, largest (MiB)", "footprint.node_peak_rss_mib", "%.1f", false},
 	{"flotilla-nodes RSS with the pods, sum (MiB)", "footprint.loaded_node_rss_sum_mib", "%.1f", false},
 	{"host processes and flotilla-nodes CPU-s (create + delete)", "members.host_side_cpu_s", "%.1f", true},
-	{"world's processes RSS, all pods Ready (GiB)", "members.world_rss_loaded_gib", "%.2f", true},
+	{"world's processes RSS summed, all pods Ready (GiB; shared pages once per process)", "members.world_rss_loaded_gib", "%.2f", true},
 	{"machine memory available then (GiB)", "members.mem_available_loaded_gib", "%.1f", false},
 	{"flotilla-node error lines (create + delete)", "burst.log_error_lines", "%.0f", false},
 	{"flotilla-node warning lines (create + delete)", "burst.log_warning_lines", "%.0f", false},
@@ -607,7 +610,7 @@ var membersIdleRows = []row{
 	{"flotilla-node idle RSS, sum (MiB)", "members.idle_node_rss_mib_sum", "%.0f", false},
 	{"flotilla-node idle RSS, per process mean (MiB)", "members.idle_node_rss_mib_mean", "%.1f", false},
 	{"flotilla-node idle RSS, largest (MiB)", "members.idle_node_rss_mib_max", "%.1f", false},
-	{"world's processes RSS idle, all flotilla-nodes Ready (GiB)", "members.world_rss_idle_gib", "%.2f", false},
+	{"world's processes RSS summed idle (GiB; shared pages once per process)", "members.world_rss_idle_gib", "%.2f", false},
 	{"machine memory available then (GiB)", "members.mem_available_idle_gib", "%.1f", false},
 }
 
