@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,54 +45,51 @@ func HostPodTransform(obj any) (any, error) {
 	return obj, nil
 }
 
+// isTokenVolume reports whether v is the token volume a cluster's
+// ServiceAccount admission adds.
+func isTokenVolume(v *corev1.Volume) bool {
+	return v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-")
+}
+
+// trimTokenVolume trims in place: the transforms run on every event of
+// every pod, so they allocate nothing.
 func trimTokenVolume(s *corev1.PodSpec) {
-	trimmed := map[string]bool{}
+	found := false
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
-		if !strings.HasPrefix(v.Name, "kube-api-access-") || v.Projected == nil {
+		if !isTokenVolume(v) {
 			continue
 		}
-		trimmed[v.Name] = true
-		var keep []corev1.VolumeProjection
-		for _, src := range v.Projected.Sources {
-			if src.ServiceAccountToken != nil {
-				keep = append(keep, src)
-			}
-		}
-		if len(keep) != len(v.Projected.Sources) {
-			v.Projected = &corev1.ProjectedVolumeSource{Sources: keep, DefaultMode: v.Projected.DefaultMode}
-		}
+		found = true
+		v.Projected.Sources = keepIn(v.Projected.Sources, func(p *corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil })
 	}
-	if len(trimmed) == 0 {
+	if !found {
 		return
 	}
 	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range cs {
-			cs[i].VolumeMounts = dropMounts(cs[i].VolumeMounts, trimmed)
+			cs[i].VolumeMounts = keepIn(cs[i].VolumeMounts, func(m *corev1.VolumeMount) bool {
+				return !slices.ContainsFunc(s.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name && isTokenVolume(&v) })
+			})
 		}
 	}
 }
 
-func dropMounts(ms []corev1.VolumeMount, drop map[string]bool) []corev1.VolumeMount {
+// keepIn keeps the elements of xs for which keep holds, in place; the rest
+// of the array is cleared so that it holds on to nothing. Nil for none.
+func keepIn[T any](xs []T, keep func(*T) bool) []T {
 	n := 0
-	for _, m := range ms {
-		if drop[m.Name] {
+	for i := range xs {
+		if keep(&xs[i]) {
+			xs[n] = xs[i]
 			n++
 		}
 	}
+	clear(xs[n:])
 	if n == 0 {
-		return ms
-	}
-	out := make([]corev1.VolumeMount, 0, len(ms)-n)
-	for _, m := range ms {
-		if !drop[m.Name] {
-			out = append(out, m)
-		}
-	}
-	if len(out) == 0 {
 		return nil
 	}
-	return out
+	return xs[:n]
 }
 
 // MemberPodTransform is the transform of the member pod informer of an
@@ -118,7 +116,7 @@ func MemberPodTransform(installation string) cache.TransformFunc {
 			return obj, nil
 		}
 		s := &pod.Spec
-		pod.Spec = corev1.PodSpec{
+		*s = corev1.PodSpec{
 			Volumes:               referenceVolumes(s.Volumes),
 			InitContainers:        readContainers(s.InitContainers),
 			Containers:            readContainers(s.Containers),
@@ -138,13 +136,12 @@ func MemberPodTransform(installation string) cache.TransformFunc {
 	}
 }
 
+// The functions below trim in place, allocating nothing.
+
 func readContainers(cs []corev1.Container) []corev1.Container {
-	if cs == nil {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{
+	for i := range cs {
+		c := &cs[i]
+		*c = corev1.Container{
 			Name:          c.Name,
 			Image:         c.Image,
 			Resources:     c.Resources,
@@ -153,65 +150,60 @@ func readContainers(cs []corev1.Container) []corev1.Container {
 			Env:           referenceEnv(c.Env),
 		}
 	}
-	return out
+	return cs
 }
 
 func readEphemeralContainers(cs []corev1.EphemeralContainer) []corev1.EphemeralContainer {
-	if cs == nil {
-		return nil
+	for i := range cs {
+		c := &cs[i]
+		*c = corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}}
 	}
-	out := make([]corev1.EphemeralContainer, len(cs))
-	for i, c := range cs {
-		out[i].Name, out[i].Image = c.Name, c.Image
-	}
-	return out
+	return cs
 }
 
 // referenceEnv keeps the variables that name a Secret or a ConfigMap.
 func referenceEnv(env []corev1.EnvVar) []corev1.EnvVar {
-	var out []corev1.EnvVar
-	for _, e := range env {
-		if f := e.ValueFrom; f != nil && (f.SecretKeyRef != nil || f.ConfigMapKeyRef != nil) {
-			out = append(out, corev1.EnvVar{Name: e.Name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: f.SecretKeyRef, ConfigMapKeyRef: f.ConfigMapKeyRef}})
-		}
-	}
-	return out
+	return keepIn(env, func(e *corev1.EnvVar) bool {
+		f := e.ValueFrom
+		e.Value = ""
+		return f != nil && (f.SecretKeyRef != nil || f.ConfigMapKeyRef != nil)
+	})
 }
 
 // referenceVolumes keeps the volumes that name a Secret, a ConfigMap or
 // the ServiceAccount's token, without their items.
 func referenceVolumes(vs []corev1.Volume) []corev1.Volume {
-	var out []corev1.Volume
-	for _, v := range vs {
-		var src corev1.VolumeSource
+	return keepIn(vs, func(v *corev1.Volume) bool {
 		switch {
 		case v.Secret != nil:
-			src.Secret = &corev1.SecretVolumeSource{SecretName: v.Secret.SecretName, Optional: v.Secret.Optional}
+			v.VolumeSource = corev1.VolumeSource{Secret: v.Secret}
+			v.Secret.Items, v.Secret.DefaultMode = nil, nil
 		case v.ConfigMap != nil:
-			src.ConfigMap = &corev1.ConfigMapVolumeSource{LocalObjectReference: v.ConfigMap.LocalObjectReference, Optional: v.ConfigMap.Optional}
+			v.VolumeSource = corev1.VolumeSource{ConfigMap: v.ConfigMap}
+			v.ConfigMap.Items, v.ConfigMap.DefaultMode = nil, nil
 		case v.Projected != nil:
-			var sources []corev1.VolumeProjection
-			for _, p := range v.Projected.Sources {
+			v.VolumeSource = corev1.VolumeSource{Projected: v.Projected}
+			v.Projected.DefaultMode = nil
+			v.Projected.Sources = keepIn(v.Projected.Sources, func(p *corev1.VolumeProjection) bool {
 				switch {
 				case p.Secret != nil:
-					sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{LocalObjectReference: p.Secret.LocalObjectReference, Optional: p.Secret.Optional}})
+					p.Secret.Items = nil
+					*p = corev1.VolumeProjection{Secret: p.Secret}
 				case p.ConfigMap != nil:
-					sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: p.ConfigMap.LocalObjectReference, Optional: p.ConfigMap.Optional}})
+					p.ConfigMap.Items = nil
+					*p = corev1.VolumeProjection{ConfigMap: p.ConfigMap}
 				case p.ServiceAccountToken != nil:
-					sources = append(sources, corev1.VolumeProjection{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{}})
+					*p.ServiceAccountToken = corev1.ServiceAccountTokenProjection{}
+					*p = corev1.VolumeProjection{ServiceAccountToken: p.ServiceAccountToken}
+				default:
+					return false
 				}
-			}
-			if sources == nil {
-				continue
-			}
-			src.Projected = &corev1.ProjectedVolumeSource{Sources: sources}
+				return true
+			})
+			return v.Projected.Sources != nil
 		default:
-			if volumePluginSecret(v.VolumeSource) == "" {
-				continue
-			}
-			src = v.VolumeSource
+			return volumePluginSecret(v.VolumeSource) != ""
 		}
-		out = append(out, corev1.Volume{Name: v.Name, VolumeSource: src})
-	}
-	return out
+		return true
+	})
 }
