@@ -19,6 +19,11 @@ import (
 // many minutes (BENCHMARKS.md), more than the default --phase-timeout may
 // allow.
 //
+// With --profile-dir, a heap profile of every flotilla-node is also taken
+// the moment all pods are Ready (<placement>-<member>.ready.heap.pprof),
+// after a garbage collection: the live heap that holds the pods, which a
+// profile taken at a set time after the start may miss, mid-deletion.
+//
 // Every metric runDeployment and the meter take is kept, under
 // "footprint10k." followed by the burst's name for it (so
 // footprint10k.burst.ready_s is when the last of these pods was Ready).
@@ -35,7 +40,13 @@ func (footprint10k) run(ctx context.Context, t *target, run int, s sample) error
 	n := t.opts.footprintPods
 	// A meter of its own: the burst's meter holds that scenario's phases.
 	m := newMeter(t)
-	got, err := runDeployment(ctx, t, "footprint10k-"+strconv.Itoa(run), n, m, workloadHooks{})
+	var hooks workloadHooks
+	if dir := t.opts.profileDir; dir != "" {
+		hooks.ready = func(podWatches, podWatches) error {
+			return heapProfiles(ctx, t, dir, "ready")
+		}
+	}
+	got, err := runDeployment(ctx, t, "footprint10k-"+strconv.Itoa(run), n, m, hooks)
 	if err != nil {
 		return err
 	}

@@ -255,7 +255,7 @@ func run() error {
 	}
 	res := &results{
 		Command:    "go run ./hack/bench " + strings.Join(os.Args[1:], " "),
-		Placement:  map[bool]string{false: "shared", true: "pinned"}[o.pin],
+		Placement:  placementName(o.pin),
 		Started:    time.Now(),
 		Machine:    describeMachine(),
 		Versions:   versions(ctx, bin, root),

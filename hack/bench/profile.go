@@ -67,3 +67,23 @@ func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
 	}
 	return f.Close()
 }
+
+// heapProfiles fetches a heap profile of every flotilla-node, after a
+// garbage collection (gc=1), into dir as <placement>-<member>.<what>.heap.pprof.
+func heapProfiles(ctx context.Context, t *target, dir, what string) error {
+	for i, m := range t.members {
+		path := filepath.Join(dir, placementName(t.opts.pin)+"-"+m.Name+"."+what+".heap.pprof")
+		if err := fetch(ctx, "http://"+profilingAddress(i)+"/debug/pprof/heap?gc=1", path, time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placementName is how profiles and results name the placement.
+func placementName(pin bool) string {
+	if pin {
+		return "pinned"
+	}
+	return "shared"
+}
