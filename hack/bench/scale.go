@@ -315,7 +315,8 @@ func (sw *scaleWorld) serve(ctx context.Context, n int, s sample) (*target, map[
 	if err := os.WriteFile(path, cfg, 0o644); err != nil {
 		return nil, nil, err
 	}
-	args := []string{"--config=" + path}
+	// The meter reads flotilla-node's own request counter, as in the modes.
+	args := []string{"--config=" + path, "--metrics-bind-address=" + metricsAddress(0)}
 	if sw.o.profileDir != "" {
 		args = append(args, "--profiling-address="+profilingAddress(0))
 	}
