@@ -25,11 +25,13 @@ import (
 	vkotel "github.com/virtual-kubelet/virtual-kubelet/trace/opentelemetry"
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -216,11 +218,11 @@ func run() error {
 		telemetry.CountAPIRequests(hostCfg, requests, "host")
 		telemetry.CountAPIRequests(memberCfg, requests, "member")
 	}
-	hostClient, err := kubernetes.NewForConfig(hostCfg)
+	hostClient, err := kubernetes.NewForConfig(builtInTypes(hostCfg))
 	if err != nil {
 		return fmt.Errorf("host client: %w", err)
 	}
-	memberClient, err := kubernetes.NewForConfig(memberCfg)
+	memberClient, err := kubernetes.NewForConfig(builtInTypes(memberCfg))
 	if err != nil {
 		return fmt.Errorf("member client: %w", err)
 	}
@@ -451,6 +453,17 @@ func hostIdentity(ctx context.Context, host kubernetes.Interface) (string, error
 		return "", fmt.Errorf("identify the host cluster by its kube-system namespace (or set --installation-id): %w", err)
 	}
 	return uid, nil
+}
+
+// builtInTypes is cfg for the clients of Kubernetes' own types, which all
+// speak protobuf: the generated clients default to it, but not the
+// hand-written calls beside them (events among them, one or more per
+// forwarded pod), which would otherwise send and read JSON.
+func builtInTypes(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
 }
 
 // kubeletAuth authenticates callers of the kubelet endpoint by client
