@@ -769,26 +769,7 @@ func (r *membersResult) printTable(out io.Writer) {
 // bursts' measured phases (create and delete), summed over the members:
 // what bounds the burst on a machine all the clusters share.
 func (r *membersResult) printCPU(out io.Writer) {
-	labels := map[string]bool{}
-	for _, s := range []sample{r.native(), r.flotilla()} {
-		for k := range s {
-			if strings.HasPrefix(k, "cpu.") && strings.HasSuffix(k, "_s") && !strings.Contains(k, "per_1000") {
-				labels[k] = true
-			}
-		}
-	}
-	if len(labels) == 0 {
-		return
-	}
-	fmt.Fprintf(out, "\nCPU seconds during the burst (create + delete phases), median:\n")
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tnative\tflotilla\t")
-	for _, k := range sortedKeys(labels) {
-		n, okn := r.native()[k]
-		f, okf := r.flotilla()[k]
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", strings.TrimSuffix(strings.TrimPrefix(k, "cpu."), "_s"), cell("%.1f", n, okn), cell("%.1f", f, okf))
-	}
-	tw.Flush()
+	printCPUTable(out, []cpuColumn{{"native", r.native()}, {"flotilla", r.flotilla()}})
 }
 
 // detailLines break the idle figures down by verb and resource.

@@ -244,9 +244,26 @@ func (r *results) printModes(out io.Writer) {
 // printCPU writes the CPU seconds each process spent in the measured
 // burst phases (create and delete), which shows what bounds the burst.
 func (r *results) printCPU(out io.Writer) {
-	labels := map[string]bool{}
+	var cols []cpuColumn
 	for _, m := range allModes {
-		for k := range r.median(m) {
+		cols = append(cols, cpuColumn{string(m), r.median(m)})
+	}
+	printCPUTable(out, cols)
+}
+
+// cpuColumn is one column of a CPU table: a mode and its median sample.
+type cpuColumn struct {
+	name   string
+	sample sample
+}
+
+// printCPUTable writes the cpu.<process>_s metrics of the columns'
+// samples, one row per process, under a heading; nothing when there are
+// none.
+func printCPUTable(out io.Writer, cols []cpuColumn) {
+	labels := map[string]bool{}
+	for _, c := range cols {
+		for k := range c.sample {
 			if strings.HasPrefix(k, "cpu.") && strings.HasSuffix(k, "_s") && !strings.Contains(k, "per_1000") {
 				labels[k] = true
 			}
@@ -257,14 +274,18 @@ func (r *results) printCPU(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\nCPU seconds during the burst (create + delete phases), median:\n")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tnative\tdirect\tflotilla\t")
+	header := []string{"process"}
+	for _, c := range cols {
+		header = append(header, c.name)
+	}
+	fmt.Fprintf(tw, "%s\t\n", strings.Join(header, "\t"))
 	for _, k := range sortedKeys(labels) {
-		cells := []string{}
-		for _, m := range allModes {
-			v, ok := r.median(m)[k]
+		cells := []string{strings.TrimSuffix(strings.TrimPrefix(k, "cpu."), "_s")}
+		for _, c := range cols {
+			v, ok := c.sample[k]
 			cells = append(cells, cell("%.1f", v, ok))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t\n", strings.TrimSuffix(strings.TrimPrefix(k, "cpu."), "_s"), strings.Join(cells, "\t"))
+		fmt.Fprintf(tw, "%s\t\n", strings.Join(cells, "\t"))
 	}
 	tw.Flush()
 }
