@@ -106,9 +106,15 @@ func TestDeploymentOverPushAndPull(t *testing.T) {
 		pods = list.Items
 		return ready == 4 && per[near] == 2 && per[far] == 2, fmt.Sprintf("%d Ready, per node %v", ready, per)
 	})
-	if got, err := host.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil || got.Status.AvailableReplicas != 4 {
-		t.Errorf("the Deployment has %d replicas available (%v), want 4", got.Status.AvailableReplicas, err)
-	}
+	// The Deployment controller counts the Ready pods after they turn
+	// Ready; what the user sees in `kubectl get deploy` follows shortly.
+	poll(t, 30*time.Second, "the Deployment reports 4 replicas available", func(ctx context.Context) (bool, string) {
+		got, err := host.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.AvailableReplicas == 4, fmt.Sprintf("%d available", got.Status.AvailableReplicas)
+	})
 	id := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for _, member := range []string{near, far} {
 		if err := env.World.Member(member).AppendKwokLog("app", false, time.Now(), "served from "+member+" "+id); err != nil {
