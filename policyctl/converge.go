@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -130,6 +131,11 @@ func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *place
 		return 0, client.IgnoreNotFound(err)
 	}
 	replicas, _ := kind.Pods(obj)
+	if rollingOut(obj, replicas) {
+		// Its controller is replacing pods under its own availability
+		// budget; an eviction now would take one more.
+		return r.rebalance.interval, nil
+	}
 	if pl.decision.Mode == policyv1alpha1.ReplicaSchedulingTypeDuplicated {
 		replicas = 0 // copies run their own replicas; only misplaced pods move
 	}
@@ -162,4 +168,28 @@ func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *place
 	r.recorder.Eventf(obj, m.pod, corev1.EventTypeNormal, EventRebalanced, "Evict",
 		"Evicted pod %s from cluster %s: %s; %s places its replacement", m.pod.Name, m.from, m.why, pl.policy)
 	return rb.interval, nil
+}
+
+// rollingOut reports whether obj's controller is replacing its pods. It
+// does so under its own availability budget (maxUnavailable, or one pod at
+// a time), which counts only the pods it deletes: an eviction in the
+// middle of it — at the moment all pods are Ready but one new pod runs in
+// a cluster above its share — would take one more than the user allowed.
+// A Deployment whose rollout has stalled (ProgressDeadlineExceeded) is not
+// rolling out: placement does not wait on it for ever.
+func rollingOut(obj client.Object, replicas int32) bool {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		for _, c := range o.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse {
+				return false
+			}
+		}
+		s := o.Status
+		return s.ObservedGeneration < o.Generation || s.UpdatedReplicas < replicas || s.Replicas > s.UpdatedReplicas
+	case *appsv1.StatefulSet:
+		s := o.Status
+		return s.ObservedGeneration < o.Generation || (s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision)
+	}
+	return false
 }

@@ -1,12 +1,18 @@
 package policyctl
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/propagation"
@@ -66,6 +72,73 @@ func TestNextMove(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("moves %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestConvergeWaitsForRollout: a Divided template whose pods sit steady
+// but one over in cluster b is rebalanced — unless its controller is in
+// the middle of replacing them, where that same picture (every pod Ready,
+// the first new one placed where a replica is already over) is a moment of
+// the rollout, and an eviction would make one more pod unavailable than
+// the user's maxUnavailable allows.
+func TestConvergeWaitsForRollout(t *testing.T) {
+	pods := func() []*corev1.Pod {
+		out := []*corev1.Pod{runningPod("a1", "a", true, -1, 1), runningPod("b1", "b", true, -1, 2), runningPod("b2", "b", true, -3, 3)}
+		for _, p := range out {
+			p.Namespace = "shop"
+		}
+		return out
+	}
+	pl := &placement{policy: "PropagationPolicy shop/web", decision: propagation.Decision{Mode: policyv1alpha1.ReplicaSchedulingTypeDivided,
+		Targets: []propagation.Target{{Cluster: "a", Replicas: 2}, {Cluster: "b", Replicas: 1}}}}
+	deployment := func(status appsv1.DeploymentStatus) client.Object {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep", Generation: 2},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)}, Status: status}
+	}
+	statefulSet := func(status appsv1.StatefulSetStatus) client.Object {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep", Generation: 2},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}, Status: status}
+	}
+	stalled := []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
+	for name, tc := range map[string]struct {
+		template client.Object
+		evicts   string // pod name, "" for none
+	}{
+		"Deployment done rolling: b's cheapest pod moves":                   {deployment(appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3}), "b2"},
+		"Deployment one new pod in, old ones to go: nothing moves":          {deployment(appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1}), ""},
+		"Deployment changed, not yet seen by its controller: nothing moves": {deployment(appsv1.DeploymentStatus{ObservedGeneration: 1, Replicas: 3, UpdatedReplicas: 3}), ""},
+		"Deployment whose rollout stalled: b's cheapest pod moves":          {deployment(appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 1, Conditions: stalled}), "b2"},
+		"StatefulSet done rolling: b's cheapest pod moves":                  {statefulSet(appsv1.StatefulSetStatus{ObservedGeneration: 2, CurrentRevision: "web-2", UpdateRevision: "web-2"}), "b2"},
+		"StatefulSet between revisions: nothing moves":                      {statefulSet(appsv1.StatefulSetStatus{ObservedGeneration: 2, CurrentRevision: "web-1", UpdateRevision: "web-2"}), ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var evicted []string
+			objs := []client.Object{tc.template}
+			for _, p := range pods() {
+				objs = append(objs, p)
+			}
+			r, _ := reconcilerFor(t, interceptor.Funcs{SubResourceCreate: func(_ context.Context, _ client.Client, sub string, obj client.Object, _ client.Object, _ ...client.SubResourceCreateOption) error {
+				if sub == "eviction" {
+					evicted = append(evicted, obj.GetName())
+				}
+				return nil
+			}}, objs...)
+			kind := "Deployment"
+			if _, ok := tc.template.(*appsv1.StatefulSet); ok {
+				kind = "StatefulSet"
+			}
+			tpl := Template{APIVersion: "apps/v1", Kind: kind, Namespace: "shop", Name: "web", UID: "dep"}
+			if _, err := r.converge(t.Context(), tpl, pl, pods()); err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			if tc.evicts != "" {
+				want = []string{tc.evicts}
+			}
+			if !slices.Equal(evicted, want) {
+				t.Errorf("evicted %v, want %v", evicted, want)
 			}
 		})
 	}
