@@ -72,7 +72,10 @@ type nodePodInformer struct {
 }
 
 func (i nodePodInformer) Informer() cache.SharedIndexInformer {
-	return nodeInformer{SharedIndexInformer: i.shared.Informer(), node: i.node}
+	onNode := onNode(i.node)
+	return handlerWrapping{SharedIndexInformer: i.shared.Informer(), wrap: func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		return cache.FilteringResourceEventHandler{FilterFunc: onNode, Handler: h}
+	}}
 }
 
 func (i nodePodInformer) Lister() corev1listers.PodLister {
@@ -89,26 +92,24 @@ func onNode(node string) func(any) bool {
 	}
 }
 
-// nodeInformer passes a handler the events of its node's pods only.
-type nodeInformer struct {
+// handlerWrapping is an informer that hands each handler registered on it
+// to wrap first, so that a reader of a shared informer sees its events
+// through a filter or as views.
+type handlerWrapping struct {
 	cache.SharedIndexInformer
-	node string
+	wrap func(cache.ResourceEventHandler) cache.ResourceEventHandler
 }
 
-func (i nodeInformer) filtered(h cache.ResourceEventHandler) cache.ResourceEventHandler {
-	return cache.FilteringResourceEventHandler{FilterFunc: onNode(i.node), Handler: h}
+func (i handlerWrapping) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandler(i.wrap(h))
 }
 
-func (i nodeInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(i.filtered(h))
+func (i handlerWrapping) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(i.wrap(h), resync)
 }
 
-func (i nodeInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(i.filtered(h), resync)
-}
-
-func (i nodeInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithOptions(i.filtered(h), o)
+func (i handlerWrapping) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
+	return i.SharedIndexInformer.AddEventHandlerWithOptions(i.wrap(h), o)
 }
 
 // nodePodLister lists the pods of its node.

@@ -2,12 +2,12 @@ package provider
 
 import (
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -45,19 +45,13 @@ func HostPodTransform(obj any) (any, error) {
 	return obj, nil
 }
 
-// isTokenVolume reports whether v is the token volume a cluster's
-// ServiceAccount admission adds.
-func isTokenVolume(v *corev1.Volume) bool {
-	return v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-")
-}
-
 // trimTokenVolume trims in place: the transforms run on every event of
 // every pod, so they allocate nothing.
 func trimTokenVolume(s *corev1.PodSpec) {
 	found := false
 	for i := range s.Volumes {
 		v := &s.Volumes[i]
-		if !isTokenVolume(v) {
+		if !podspec.IsServiceAccountToken(v) {
 			continue
 		}
 		found = true
@@ -69,7 +63,7 @@ func trimTokenVolume(s *corev1.PodSpec) {
 	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range cs {
 			cs[i].VolumeMounts = keepIn(cs[i].VolumeMounts, func(m *corev1.VolumeMount) bool {
-				return !slices.ContainsFunc(s.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name && isTokenVolume(&v) })
+				return !slices.ContainsFunc(s.Volumes, func(v corev1.Volume) bool { return v.Name == m.Name && podspec.IsServiceAccountToken(&v) })
 			})
 		}
 	}

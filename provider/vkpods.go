@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -37,21 +35,9 @@ type viewPodInformer struct{ corev1informers.PodInformer }
 // (node/pod.go podShouldEnqueue), which costs a fraction on views. It only
 // keeps keys of what its handlers are given.
 func (i viewPodInformer) Informer() cache.SharedIndexInformer {
-	return viewInformer{i.PodInformer.Informer()}
-}
-
-type viewInformer struct{ cache.SharedIndexInformer }
-
-func (i viewInformer) AddEventHandler(h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandler(viewHandler{h})
-}
-
-func (i viewInformer) AddEventHandlerWithResyncPeriod(h cache.ResourceEventHandler, resync time.Duration) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithResyncPeriod(viewHandler{h}, resync)
-}
-
-func (i viewInformer) AddEventHandlerWithOptions(h cache.ResourceEventHandler, o cache.HandlerOptions) (cache.ResourceEventHandlerRegistration, error) {
-	return i.SharedIndexInformer.AddEventHandlerWithOptions(viewHandler{h}, o)
+	return handlerWrapping{SharedIndexInformer: i.PodInformer.Informer(), wrap: func(h cache.ResourceEventHandler) cache.ResourceEventHandler {
+		return viewHandler{h}
+	}}
 }
 
 type viewHandler struct{ h cache.ResourceEventHandler }

@@ -9,6 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// IsServiceAccountToken reports whether v is the token volume a cluster's
+// ServiceAccount admission adds.
+func IsServiceAccountToken(v *corev1.Volume) bool {
+	return v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-")
+}
+
 // DropServiceAccountToken removes the projected token volume that a
 // cluster's ServiceAccount admission added (kube-api-access-*), and its
 // mounts, so that the pod can be created in another cluster, whose
@@ -17,7 +23,7 @@ func DropServiceAccountToken(s *corev1.PodSpec) {
 	drop := map[string]bool{}
 	var vols []corev1.Volume
 	for _, v := range s.Volumes {
-		if strings.HasPrefix(v.Name, "kube-api-access-") && v.Projected != nil {
+		if IsServiceAccountToken(&v) {
 			drop[v.Name] = true
 			continue
 		}
