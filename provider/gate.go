@@ -88,6 +88,6 @@ func (d *dependencies) reportMissing(ctx context.Context, host *corev1.Pod, miss
 	log.G(ctx).WithField("pod", host.Namespace+"/"+host.Name).WithField("missing", names).
 		Info("pod waits for missing dependencies")
 	if status := waitingStatus(host, missing); !equality.Semantic.DeepEqual(status, host.Status) {
-		d.fwd.publish(statusUpdate(host, status))
+		d.fwd.publish(host, status)
 	}
 }

@@ -108,7 +108,7 @@ func (p *Provider) handedBack(key string, host *corev1.Pod) bool {
 	status.Reason = wellknown.ReasonMemberUnschedulable
 	status.Message = msg
 	p.cfg.Recorder.Event(host, corev1.EventTypeWarning, EventHandedBack, msg)
-	p.notify(statusUpdate(host, status))
+	p.publish(host, status)
 	return true
 }
 

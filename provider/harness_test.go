@@ -145,7 +145,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, time.Second)
 	}
 	pc, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:                            p.PodClient(w.host.CoreV1()),
+		PodClient:                            w.host.CoreV1(),
 		PodInformer:                          PodInformerForVirtualKubelet(podInformer),
 		EventRecorder:                        recorder,
 		Provider:                             p,

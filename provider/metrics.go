@@ -9,9 +9,6 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -58,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer, clk clock.PassiveClock) (*Metrics, er
 		}, []string{"node"}),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flotilla_node_forward_operations_total",
-			Help: "Forwarded pod operations by operation (create, update, delete, status) and result (success, error, retry: handed to the forward-retry queue, held: waiting for a missing Secret, ConfigMap or ServiceAccount).",
+			Help: "Forwarded pod operations by operation (create, update, delete, status: a member pod change looked at, status-write: a host pod status written) and result (success, error, retry: handed to the forward-retry queue, held: waiting for a missing Secret, ConfigMap or ServiceAccount, conflict: a status write tried again on a newer host pod).",
 		}, []string{"node", "operation", "result"}),
 		clock: clk,
 	}
@@ -95,6 +92,13 @@ func (m *Metrics) created(node string, held bool, err error) {
 func (m *Metrics) retrying(node string) {
 	if m != nil {
 		m.operations.WithLabelValues(node, "create", "retry").Inc()
+	}
+}
+
+// statusWrite counts a host pod status write by result.
+func (m *Metrics) statusWrite(node, result string) {
+	if m != nil {
+		m.operations.WithLabelValues(node, "status-write", result).Inc()
 	}
 }
 
@@ -170,38 +174,6 @@ func (p *Provider) HostPodEvents() cache.ResourceEventHandler {
 func (p *Provider) forwarded(host *corev1.Pod) bool {
 	m, err := p.memberPods.Pods(p.target(host.Namespace).Namespace).Get(host.Name)
 	return err == nil && p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(host.UID)
-}
-
-// PodClient wraps the host pod client given to virtual-kubelet's pod
-// controller, which writes the statuses the provider hands it, so that the
-// status latency counts until the write succeeded.
-func (p *Provider) PodClient(c corev1client.PodsGetter) corev1client.PodsGetter {
-	if p.cfg.Metrics == nil {
-		return c
-	}
-	return statusWrites{PodsGetter: c, p: p}
-}
-
-type statusWrites struct {
-	corev1client.PodsGetter
-	p *Provider
-}
-
-func (s statusWrites) Pods(namespace string) corev1client.PodInterface {
-	return statusWriter{PodInterface: s.PodsGetter.Pods(namespace), p: s.p}
-}
-
-type statusWriter struct {
-	corev1client.PodInterface
-	p *Provider
-}
-
-func (s statusWriter) UpdateStatus(ctx context.Context, pod *corev1.Pod, opts metav1.UpdateOptions) (*corev1.Pod, error) {
-	out, err := s.PodInterface.UpdateStatus(ctx, pod, opts)
-	if err == nil || apierrors.IsNotFound(err) {
-		s.p.cfg.Metrics.statusWritten(s.p.cfg.NodeName, pod.Namespace+"/"+pod.Name)
-	}
-	return out, err
 }
 
 // ForwardedPods counts the member pods this virtual node forwarded.

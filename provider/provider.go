@@ -113,9 +113,9 @@ type env struct {
 type lifecycle interface {
 	// retry forwards the host pod of key again: what it waited for came.
 	retry(key string)
-	// publish hands virtual-kubelet a host pod with a new status (a pod
-	// held for a missing object says so in its status).
-	publish(pod *corev1.Pod)
+	// publish writes a new status onto a host pod (a pod held for a
+	// missing object says so in its status).
+	publish(host *corev1.Pod, status corev1.PodStatus)
 }
 
 var _ lifecycle = (*Provider)(nil)
@@ -130,9 +130,8 @@ type Provider struct {
 	// that may pass (member unreachable, namespace not ready yet).
 	retryQueue workqueue.TypedRateLimitingInterface[string]
 
-	notifyOnce sync.Once
-	notifyCh   chan struct{}
-	notify     func(*corev1.Pod)
+	// hostStatus writes host pod statuses.
+	hostStatus *hostStatus
 
 	// seen maps the key of a host pod whose member pod this process has
 	// observed to the host pod's UID, so that a member pod disappearing can
@@ -186,8 +185,8 @@ func New(cfg Config) (*Provider, error) {
 		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
-		notifyCh: make(chan struct{}),
 	}
+	p.hostStatus = newHostStatus(p.env)
 	_, err := cfg.MemberInformers.Core().V1().Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: p.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
@@ -200,6 +199,9 @@ func New(cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("watch member pods: %w", err)
 	}
 	if _, err := cfg.HostPods.Informer().AddEventHandler(p.trackBacklog()); err != nil {
+		return nil, fmt.Errorf("watch host pods: %w", err)
+	}
+	if _, err := cfg.HostPods.Informer().AddEventHandler(p.hostStatus.cacheEvents()); err != nil {
 		return nil, fmt.Errorf("watch host pods: %w", err)
 	}
 	if cfg.Events != nil {
@@ -256,7 +258,9 @@ func (e *env) ownSelector() labels.Selector {
 func (p *Provider) retry(key string) { p.retryQueue.Add(key) }
 
 // publish implements lifecycle.
-func (p *Provider) publish(pod *corev1.Pod) { p.notify(pod) }
+func (p *Provider) publish(host *corev1.Pod, status corev1.PodStatus) {
+	p.hostStatus.set(host, status)
+}
 
 // memberPodCameOrWent lets the Services of the pod's host namespace follow
 // the pods: a member Service exists while matching pods run there.
@@ -269,13 +273,10 @@ func (p *Provider) memberPodCameOrWent(obj any) {
 	}
 }
 
-// NotifyPods registers virtual-kubelet's status callback.
-func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
-	p.notifyOnce.Do(func() {
-		p.notify = cb
-		close(p.notifyCh)
-	})
-}
+// NotifyPods makes virtual-kubelet leave pod status to the provider: a
+// provider that implements it is never polled for status, and this one
+// writes status itself (hostStatus) rather than through the callback.
+func (p *Provider) NotifyPods(context.Context, func(*corev1.Pod)) {}
 
 // Run processes status and retry work until ctx ends. hostSynced must close
 // only once the host pod cache is complete (virtual-kubelet's
@@ -284,15 +285,14 @@ func (p *Provider) NotifyPods(_ context.Context, cb func(*corev1.Pod)) {
 func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	defer p.statusQueue.ShutDown()
 	defer p.retryQueue.ShutDown()
-	for _, ch := range []<-chan struct{}{p.notifyCh, hostSynced} {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
+	select {
+	case <-ctx.Done():
+		return
+	case <-hostSynced:
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { runQueue(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
+	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
 	wg.Go(func() { runQueue(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })

@@ -52,7 +52,7 @@ func (p *Provider) forwardFailed(ctx context.Context, host *corev1.Pod, err erro
 	log.G(ctx).WithError(err).Warn("forwarding failed for good")
 	p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventForwardFailed,
 		"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
-	p.notify(statusUpdate(host, ForwardFailedStatus(host, p.cfg.NodeName, err)))
+	p.publish(host, ForwardFailedStatus(host, p.cfg.NodeName, err))
 }
 
 // errRetry marks errors that resolve themselves with time.

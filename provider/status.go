@@ -86,7 +86,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
-		p.notify(statusUpdate(host, status))
+		p.publish(host, status)
 	case host.DeletionTimestamp != nil:
 		// The member pod is gone: like a kubelet whose containers have
 		// stopped, finish the deletion in the host right away.
@@ -108,21 +108,9 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
 		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventMemberPodDeleted,
 			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
-		p.notify(statusUpdate(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now()))))
+		p.publish(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now())))
 	}
 	return nil
-}
-
-// statusUpdate is what virtual-kubelet is handed to write status onto the
-// host pod: its metadata and the new status, without the spec. The
-// apiserver takes a pod's spec from the stored object on a status update,
-// and virtual-kubelet keeps the last update of every pod until the pod is
-// gone and compares each new one with it in full, so a spec here would cost
-// memory per pod and CPU per status change for nothing. The metadata is
-// the cached pod's, not a copy: virtual-kubelet only reads what it is
-// notified of, and copies it before it keeps it.
-func statusUpdate(host *corev1.Pod, status corev1.PodStatus) *corev1.Pod {
-	return &corev1.Pod{TypeMeta: host.TypeMeta, ObjectMeta: host.ObjectMeta, Status: status}
 }
 
 // deleteOrphan deletes a member pod whose host pod no longer exists. The UID

@@ -328,7 +328,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		}
 	}
 	podCtl, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:     pods.PodClient(cfg.HostClient.CoreV1()),
+		PodClient:     cfg.HostClient.CoreV1(),
 		PodInformer:   provider.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder: quietSuccess{recorder},
 		Provider:      pods,

@@ -1,0 +1,190 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+// statusServer is a host apiserver's pod status endpoint as hostStatus
+// meets it: a write names the version it was made on, fails with a
+// conflict unless that is the latest, and makes a new one. The cache is
+// what the host pod informer shows, moved on by the test.
+type statusServer struct {
+	t       *testing.T
+	latest  *corev1.Pod
+	writes  []corev1.PodStatus
+	cache   cache.Indexer
+	handler cache.ResourceEventHandler
+}
+
+func newStatusServer(t *testing.T) (*statusServer, *hostStatus) {
+	s := &statusServer{t: t, cache: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		latest: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", UID: "u1", ResourceVersion: "1",
+			Labels: map[string]string{"app": "web"}}, Spec: corev1.PodSpec{NodeName: "beijing"},
+			Status: corev1.PodStatus{Phase: corev1.PodPending}}}
+	c := fake.NewClientset()
+	c.PrependReactor("update", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		u := a.(k8stesting.UpdateAction)
+		if u.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		pod := u.GetObject().(*corev1.Pod)
+		if pod.ResourceVersion != s.latest.ResourceVersion {
+			return true, nil, apierrors.NewConflict(corev1.Resource("pods"), pod.Name, errors.New("the object has been modified"))
+		}
+		next := s.latest.DeepCopy()
+		next.Status = pod.Status
+		next.ResourceVersion = s.nextVersion()
+		s.latest = next
+		s.writes = append(s.writes, pod.Status)
+		return true, next.DeepCopy(), nil
+	})
+	s.show()
+	e := &env{cfg: Config{NodeName: "beijing", HostClient: c}, hostPods: corev1listers.NewPodLister(s.cache)}
+	w := newHostStatus(e)
+	s.handler = w.cacheEvents()
+	return s, w
+}
+
+func (s *statusServer) nextVersion() string {
+	n, _ := strconv.Atoi(s.latest.ResourceVersion)
+	return strconv.Itoa(n + 1)
+}
+
+// show makes the cache catch up with the latest version.
+func (s *statusServer) show() {
+	old, found, _ := s.cache.Get(s.latest)
+	cur := s.latest.DeepCopy()
+	if err := s.cache.Update(cur); err != nil {
+		s.t.Fatal(err)
+	}
+	if s.handler == nil {
+		return
+	}
+	if found {
+		s.handler.OnUpdate(old, cur)
+	} else {
+		s.handler.OnAdd(cur, false)
+	}
+}
+
+// elsewhere is a change of the host pod by another writer.
+func (s *statusServer) elsewhere(change func(*corev1.Pod)) {
+	next := s.latest.DeepCopy()
+	change(next)
+	next.ResourceVersion = s.nextVersion()
+	s.latest = next
+}
+
+func running(ready corev1.ConditionStatus) corev1.PodStatus {
+	return corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}
+}
+
+// write runs one pass of the writer's queue on the pod, as a worker does.
+func write(t *testing.T, w *hostStatus) error {
+	t.Helper()
+	err := w.write(context.Background(), "app/web")
+	if err != nil && !errors.Is(err, errRequeue) {
+		t.Fatal(err)
+	}
+	return err
+}
+
+// TestHostStatusWrites: flotilla-node writes a host pod's status itself,
+// as a kubelet does: once per new status, never a status the pod already
+// has, never over a change it has not seen, and again after another
+// writer (the node lifecycle controller marking pods not Ready) changed it.
+func TestHostStatusWrites(t *testing.T) {
+	s, w := newStatusServer(t)
+	host := func() *corev1.Pod { obj, _, _ := s.cache.GetByKey("app/web"); return obj.(*corev1.Pod) }
+
+	w.set(host(), running(corev1.ConditionTrue))
+	write(t, w)
+	if len(s.writes) != 1 || s.latest.Status.Phase != corev1.PodRunning || s.latest.Labels["app"] != "web" {
+		t.Fatalf("after the first status: %d writes, server has %+v", len(s.writes), s.latest)
+	}
+
+	// The member reports again before the cache shows the write: the same
+	// status is not written twice.
+	w.set(host(), running(corev1.ConditionTrue))
+	if err := write(t, w); err != nil || len(s.writes) != 1 {
+		t.Fatalf("a repeated status before the cache showed the first: %v, %d writes; want it dropped", err, len(s.writes))
+	}
+
+	// A new status before the cache shows the write waits for the cache
+	// rather than make a write bound to conflict.
+	w.set(host(), running(corev1.ConditionFalse))
+	if err := write(t, w); !errors.Is(err, errRequeue) || len(s.writes) != 1 {
+		t.Fatalf("a new status on a stale cache: %v, %d writes; want a retry and no write", err, len(s.writes))
+	}
+	s.show()
+	if w.queue.Len() != 1 {
+		t.Fatalf("the cache caught up: %d keys queued, want the waiting one", w.queue.Len())
+	}
+	write(t, w)
+	if len(s.writes) != 2 || s.latest.Status.Conditions[0].Status != corev1.ConditionFalse {
+		t.Fatalf("after the cache caught up: %d writes, server has %+v", len(s.writes), s.latest.Status)
+	}
+	s.show()
+
+	// Another writer changed the pod since the cache showed it: the write
+	// conflicts and is tried again on the newer version, keeping its labels.
+	s.elsewhere(func(p *corev1.Pod) { p.Labels["tier"] = "front" })
+	w.set(host(), running(corev1.ConditionTrue))
+	if err := write(t, w); !errors.Is(err, errRequeue) || len(s.writes) != 2 {
+		t.Fatalf("a write over an unseen change: %v, %d writes; want a conflict retried", err, len(s.writes))
+	}
+	s.show()
+	write(t, w)
+	if len(s.writes) != 3 || s.latest.Labels["tier"] != "front" || s.latest.Status.Conditions[0].Status != corev1.ConditionTrue {
+		t.Fatalf("after the conflict: %d writes, server has %+v", len(s.writes), s.latest)
+	}
+	s.show()
+
+	// The node lifecycle controller marks the pod not Ready; the member
+	// still says Ready: written again, though it is what was last written.
+	s.elsewhere(func(p *corev1.Pod) { p.Status = running(corev1.ConditionFalse) })
+	s.show()
+	w.set(host(), running(corev1.ConditionTrue))
+	write(t, w)
+	if len(s.writes) != 4 || s.latest.Status.Conditions[0].Status != corev1.ConditionTrue {
+		t.Fatalf("after another writer's status: %d writes, server has %+v", len(s.writes), s.latest.Status)
+	}
+	s.show()
+
+	// What the pod shows already is not written.
+	w.set(host(), running(corev1.ConditionTrue))
+	write(t, w)
+	if len(s.writes) != 4 {
+		t.Fatalf("a status the pod has was written: %d writes", len(s.writes))
+	}
+
+	// A finished pod takes no more status, nor does a newer pod of the name.
+	s.elsewhere(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	s.show()
+	w.set(host(), running(corev1.ConditionTrue))
+	write(t, w)
+	old := host().DeepCopy()
+	s.elsewhere(func(p *corev1.Pod) { p.UID, p.Status = "u2", corev1.PodStatus{Phase: corev1.PodPending} })
+	s.show()
+	w.set(old, running(corev1.ConditionTrue))
+	write(t, w)
+	if len(s.writes) != 4 {
+		t.Fatalf("a status was written onto a finished pod or a newer one: %d writes", len(s.writes))
+	}
+	if len(w.pending) != 0 || len(w.inFlight) != 0 {
+		t.Errorf("the writer holds %d pending and %d in-flight statuses once all is written and seen, want none", len(w.pending), len(w.inFlight))
+	}
+}
