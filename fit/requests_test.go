@@ -2,6 +2,7 @@ package fit
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -46,6 +47,20 @@ func TestRequestCache(t *testing.T) {
 	if c.Len() != 1 {
 		t.Errorf("%d pods remembered after b went, want 1", c.Len())
 	}
+	// Pods that ask for the same share one list, which goes when the
+	// last of them does.
+	twin := versioned(using("n2", "2", "1Gi"), "d", "1")
+	if got, want := c.Requests(twin), c.Requests(resized); !sameMap(got, want) {
+		t.Errorf("two pods asking for the same hold two lists")
+	}
+	c.Sweep()
+	if len(c.lists) != 1 {
+		t.Errorf("%d lists kept for 2 pods asking for the same, want 1", len(c.lists))
+	}
+	c.Sweep()
+	if len(c.lists) != 0 || c.Len() != 0 {
+		t.Errorf("%d lists and %d pods kept once no pod asks, want none", len(c.lists), c.Len())
+	}
 	// A model built through the cache is the model.
 	nodes := []*corev1.Node{mnode("n1", 4, 8, nil), mnode("n2", 4, 8, nil)}
 	pods := []*corev1.Pod{a, b, versioned(using("n2", "3", "7Gi"), "c", "1")}
@@ -77,4 +92,9 @@ func BenchmarkRebuild(b *testing.B) {
 			c.Sweep()
 		}
 	})
+}
+
+// sameMap reports whether a and b are the same map, not only equal ones.
+func sameMap(a, b corev1.ResourceList) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
