@@ -105,14 +105,16 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	// pods bound to its node (the fake ignores the field selector; tests
 	// bind every pod to testNode), and the node sees it through
 	// NodePodInformer.
+	var podStore cache.Store
 	podFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0,
-		informers.WithTransform(HostPodsTransform([]string{testNode})),
+		informers.WithTransform(HostPodsTransform([]string{testNode}, func() cache.Store { return podStore })),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = HostPodSelector([]string{testNode})
 		}))
 	if err := IndexHostPodsByNode(podFactory.Core().V1().Pods()); err != nil {
 		t.Fatal(err)
 	}
+	podStore = podFactory.Core().V1().Pods().Informer().GetStore()
 	podInformer := NodePodInformer(podFactory.Core().V1().Pods(), testNode)
 	if cfg.hostPods != nil {
 		podInformer = cfg.hostPods(podInformer)

@@ -33,13 +33,27 @@ func HostPodSelector(nodes []string) string {
 }
 
 // HostPodsTransform is the transform of the process's host pod informer:
-// HostPodTransform for the pods of its nodes, a stub for any other.
-func HostPodsTransform(nodes []string) cache.TransformFunc {
+// HostPodTransform for the pods of its nodes, a stub for any other. A new
+// version of a pod of its nodes shares with the version cached what did
+// not change (shareUnchanged); cached returns the informer's store, or
+// nil while there is none.
+func HostPodsTransform(nodes []string, cached func() cache.Store) cache.TransformFunc {
 	ours := sets.New(nodes...)
 	return func(obj any) (any, error) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || ours.Has(pod.Spec.NodeName) {
+		if !ok {
 			return HostPodTransform(obj)
+		}
+		if ours.Has(pod.Spec.NodeName) {
+			HostPodTransform(pod)
+			if store := cached(); store != nil {
+				if prev, ok, _ := store.Get(pod); ok {
+					if prev, ok := prev.(*corev1.Pod); ok {
+						shareUnchanged(prev, pod)
+					}
+				}
+			}
+			return pod, nil
 		}
 		stub := &corev1.Pod{TypeMeta: pod.TypeMeta, Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName}}
 		stub.Namespace, stub.Name, stub.UID, stub.ResourceVersion = pod.Namespace, pod.Name, pod.UID, pod.ResourceVersion

@@ -2,11 +2,13 @@ package provider
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,7 +70,7 @@ func TestNodePodInformer(t *testing.T) {
 	if got := HostPodSelector([]string{"a"}); got != "spec.nodeName=a" {
 		t.Errorf("selector for one node = %q", got)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(HostPodsTransform(nodes)))
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(HostPodsTransform(nodes, func() cache.Store { return nil })))
 	shared := factory.Core().V1().Pods()
 	if err := IndexHostPodsByNode(shared); err != nil {
 		t.Fatal(err)
@@ -158,4 +160,83 @@ func TestNodePodInformer(t *testing.T) {
 	if _, upd, del := onB.get(); len(upd) != 0 || !slices.Equal(del, []string{"b1"}) {
 		t.Errorf("node b: updated %v, deleted %v", upd, del)
 	}
+}
+
+// TestHostPodVersionsShare: a new version of a host pod shares with the
+// cached one what did not change, so that a reader keeping the older
+// version (virtual-kubelet does) holds no second copy; what changed is the
+// new version's own, and what a reader sees is what the transform alone
+// gives.
+func TestHostPodVersionsShare(t *testing.T) {
+	for _, generations := range []bool{true, false} {
+		name := "generations (Kubernetes 1.33 and later)"
+		if !generations {
+			name = "no generations"
+		}
+		t.Run(name, func(t *testing.T) { testHostPodVersionsShare(t, generations) })
+	}
+}
+
+func testHostPodVersionsShare(t *testing.T, generations bool) {
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	transform := HostPodsTransform([]string{testNode}, func() cache.Store { return store })
+	version := func(rv string, generation int64, change func(*corev1.Pod)) (*corev1.Pod, *corev1.Pod) {
+		p := richHostPod()
+		p.Spec.NodeName, p.ResourceVersion = testNode, rv
+		if generations {
+			p.Generation = generation
+		}
+		p.Labels, p.Annotations = map[string]string{"app": "web"}, map[string]string{"team": "shop"}
+		change(p)
+		alone := transformed(t, HostPodTransform, p.DeepCopy())
+		out, err := transform(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*corev1.Pod), alone
+	}
+	first, _ := version("1", 1, func(*corev1.Pod) {})
+	if err := store.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	sameSlice := func(a, b []corev1.Container) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+
+	running, alone := version("2", 1, func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning })
+	if d := cmp.Diff(alone, running); d != "" {
+		t.Errorf("a status update reads differently (-transform alone +shared):\n%s", d)
+	}
+	if !sameSlice(first.Spec.Containers, running.Spec.Containers) || !sameMap(first.Labels, running.Labels) || !sameMap(first.Annotations, running.Annotations) {
+		t.Error("a status update holds its own copy of the unchanged spec or metadata")
+	}
+
+	changed, alone := version("3", 2, func(p *corev1.Pod) {
+		p.Spec.Containers[0].Image = "web:2"
+		p.Labels["tier"] = "front"
+	})
+	if d := cmp.Diff(alone, changed); d != "" {
+		t.Errorf("a spec update reads differently (-transform alone +shared):\n%s", d)
+	}
+	if sameSlice(first.Spec.Containers, changed.Spec.Containers) || sameMap(first.Labels, changed.Labels) || first.Spec.Containers[0].Image == "web:2" {
+		t.Error("a changed spec or label set is shared with, or written into, the older version")
+	}
+	if !sameMap(first.Annotations, changed.Annotations) {
+		t.Error("unchanged annotations of a spec update are not shared")
+	}
+
+	other, _ := version("4", 1, func(p *corev1.Pod) { p.UID = "another" })
+	if sameSlice(first.Spec.Containers, other.Spec.Containers) || sameMap(first.Labels, other.Labels) {
+		t.Error("a newer pod of the same name shares with the older pod")
+	}
+
+	// Binding sets the node without a new generation.
+	unbound := first.DeepCopy()
+	unbound.Spec.NodeName = ""
+	if sameSpec(unbound, first) {
+		t.Error("a pod before and after binding has the same spec")
+	}
+}
+
+// sameMap reports whether a and b are one map, not two equal ones.
+func sameMap(a, b map[string]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

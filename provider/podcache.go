@@ -1,11 +1,15 @@
 package provider
 
 import (
+	"maps"
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -43,6 +47,58 @@ func HostPodTransform(obj any) (any, error) {
 		trimTokenVolume(&pod.Spec)
 	}
 	return obj, nil
+}
+
+// shareUnchanged makes cur, a new version of the cached pod prev, share
+// with it what did not change. Most updates of a host pod change its
+// status alone; without this, each version holds a copy of its own of the
+// metadata and the spec, and a reader that keeps an older version holds
+// two: virtual-kubelet keeps the version it last handed the provider
+// (knownPod.lastPodUsed) until the spec changes, which it seldom does, so
+// the first bound version of every pod lived as long as the pod.
+func shareUnchanged(prev, cur *corev1.Pod) {
+	if prev.UID != cur.UID {
+		return
+	}
+	m, pm := &cur.ObjectMeta, &prev.ObjectMeta
+	m.Namespace, m.Name, m.UID = pm.Namespace, pm.Name, pm.UID
+	if m.GenerateName == pm.GenerateName {
+		m.GenerateName = pm.GenerateName
+	}
+	if maps.Equal(m.Labels, pm.Labels) {
+		m.Labels = pm.Labels
+	}
+	if maps.Equal(m.Annotations, pm.Annotations) {
+		m.Annotations = pm.Annotations
+	}
+	if slices.Equal(m.Finalizers, pm.Finalizers) {
+		m.Finalizers = pm.Finalizers
+	}
+	if slices.EqualFunc(m.OwnerReferences, pm.OwnerReferences, func(a, b metav1.OwnerReference) bool {
+		return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+			ptr.Equal(a.Controller, b.Controller) && ptr.Equal(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+	}) {
+		m.OwnerReferences = pm.OwnerReferences
+	}
+	if sameSpec(prev, cur) {
+		cur.Spec = prev.Spec
+	}
+}
+
+// sameSpec reports whether two versions of a pod have the same spec. The
+// apiserver bumps a pod's generation on every change of its spec but
+// binding (Kubernetes 1.33 and later), which sets the node: the same
+// generation and node is the same spec, without comparing it, which
+// would cost more than the rest of a transform. Before 1.33 a pod has no
+// generation, and the specs are compared.
+func sameSpec(prev, cur *corev1.Pod) bool {
+	if prev.Spec.NodeName != cur.Spec.NodeName {
+		return false
+	}
+	if prev.Generation > 0 {
+		return prev.Generation == cur.Generation
+	}
+	return cur.Generation == 0 && reflect.DeepEqual(prev.Spec, cur.Spec)
 }
 
 // trimTokenVolume trims in place: the transforms run on every event of

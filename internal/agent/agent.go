@@ -168,10 +168,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	for _, vc := range cfg.VirtualClusters {
 		names = append(names, vc.Name)
 	}
+	var hostPodStore cache.Store // set before the informer starts
 	hostPodInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
-		informers.WithTransform(provider.HostPodsTransform(names)),
+		informers.WithTransform(provider.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
 	hostPods := hostPodInformers.Core().V1().Pods()
+	hostPodStore = hostPods.Informer().GetStore()
 	factories := []informers.SharedInformerFactory{memberInformers, hostInformers, hostPodInformers}
 	broadcaster := record.NewBroadcaster()
 	var wg sync.WaitGroup
