@@ -1,10 +1,13 @@
 package provider
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 )
 
 // PodInformerForVirtualKubelet is the host pod informer as virtual-kubelet's
@@ -43,8 +46,32 @@ func (i viewPodInformer) Informer() cache.SharedIndexInformer {
 type viewHandler struct{ h cache.ResourceEventHandler }
 
 func (v viewHandler) OnAdd(obj any, initial bool) { v.h.OnAdd(viewOf(obj), initial) }
-func (v viewHandler) OnUpdate(old, cur any)       { v.h.OnUpdate(viewOf(old), viewOf(cur)) }
 func (v viewHandler) OnDelete(obj any)            { v.h.OnDelete(viewOf(obj)) }
+
+// OnUpdate passes on the updates virtual-kubelet acts on. Of every update
+// of a host pod, virtual-kubelet's handler (node/podcontroller.go) only
+// enqueues the pod when podShouldEnqueue tells a change of its
+// containers, tolerations, deadline, labels, annotations or deletion;
+// most updates change the status alone (each status flotilla-node writes
+// comes back as one), and those it would compare in full for nothing.
+func (v viewHandler) OnUpdate(old, cur any) {
+	o, ok1 := old.(*corev1.Pod)
+	c, ok2 := cur.(*corev1.Pod)
+	if ok1 && ok2 && nothingToSync(o, c) {
+		return
+	}
+	v.h.OnUpdate(viewOf(old), viewOf(cur))
+}
+
+// nothingToSync reports whether cur, a newer version of old, changed
+// nothing virtual-kubelet syncs to the provider: the same spec (told by
+// the generation, see sameSpec; a pod without one is passed on),
+// labels, annotations and deletion.
+func nothingToSync(old, cur *corev1.Pod) bool {
+	return old.UID == cur.UID && old.Generation > 0 && sameSpec(old, cur) &&
+		maps.Equal(old.Labels, cur.Labels) && maps.Equal(old.Annotations, cur.Annotations) &&
+		old.DeletionTimestamp.Equal(cur.DeletionTimestamp) && ptr.Equal(old.DeletionGracePeriodSeconds, cur.DeletionGracePeriodSeconds)
+}
 
 func viewOf(obj any) any {
 	switch o := obj.(type) {

@@ -273,3 +273,43 @@ func BenchmarkVirtualKubeletUpdateEvent(b *testing.B) {
 		}
 	})
 }
+
+// TestVirtualKubeletSeesUpdatesItSyncs: of the updates of a host pod,
+// virtual-kubelet's handler is called for those it syncs to the provider
+// (a change of the spec, labels, annotations or deletion), not for a
+// status update, the bulk of them, nor for any update of a pod the
+// apiserver gave no generation (before Kubernetes 1.33), which it
+// compares itself.
+func TestVirtualKubeletSeesUpdatesItSyncs(t *testing.T) {
+	base := admittedPod()
+	base.Generation = 1
+	var called []string
+	h := viewHandler{cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, cur any) { called = append(called, cur.(*corev1.Pod).ResourceVersion) }}}
+	for name, tc := range map[string]struct {
+		change func(*corev1.Pod)
+		syncs  bool
+	}{
+		"status":            {func(p *corev1.Pod) { p.Status.Phase = corev1.PodRunning }, false},
+		"image":             {func(p *corev1.Pod) { p.Spec.Containers[0].Image = "web:2"; p.Generation = 2 }, true},
+		"label":             {func(p *corev1.Pod) { p.Labels["tier"] = "front" }, true},
+		"annotation":        {func(p *corev1.Pod) { p.Annotations = map[string]string{"note": "x"} }, true},
+		"deletion":          {func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)} }, true},
+		"grace period":      {func(p *corev1.Pod) { p.DeletionGracePeriodSeconds = ptr.To[int64](0) }, true},
+		"no generation":     {func(p *corev1.Pod) { p.Generation = 0; p.Status.Phase = corev1.PodRunning }, true},
+		"newer pod of name": {func(p *corev1.Pod) { p.UID = "another" }, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			called = nil
+			old, cur := base.DeepCopy(), base.DeepCopy()
+			if name == "no generation" {
+				old.Generation = 0
+			}
+			cur.ResourceVersion = "2"
+			tc.change(cur)
+			h.OnUpdate(old, cur)
+			if got := len(called) == 1; got != tc.syncs {
+				t.Errorf("virtual-kubelet's handler called: %v, want %v", got, tc.syncs)
+			}
+		})
+	}
+}
