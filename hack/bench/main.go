@@ -111,7 +111,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole invocation (the default scenarios with --runs 3 take about half of it on an idle 2-CPU machine)")
 	fs.StringVar(&o.out, "out", "", "write the results as JSON to this file")
 	fs.StringVar(&o.keepDir, "keep-dir", "", "keep the worlds' files and logs under this directory (default: a temporary directory, removed unless a mode failed)")
-	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst (scale: during the idle window and the workload), to this directory")
+	fs.StringVar(&o.profileDir, "profile-dir", "", "write CPU and heap profiles of each flotilla-node, taken during the first burst, and a heap profile of each when idle, after a collection (scale: during the idle window and the workload), to this directory")
 	fs.DurationVar(&o.profileDuration, "profile-duration", time.Minute, "length of the CPU profiles, which start with the first burst")
 	fs.StringArrayVar(&o.nodeArgs, "node-arg", nil, "extra flotilla-node argument (repeatable)")
 	fs.StringVar(&o.nodeBinary, "node-binary", "", "flotilla-node binary to measure (default: built from this tree)")
@@ -364,6 +364,12 @@ func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin 
 	}
 	if err := t.meter.idle(ctx, o.idleWindow, "idle", t.once); err != nil {
 		return mr, err
+	}
+	if m == modeFlotilla && o.profileDir != "" {
+		// What an idle flotilla-node holds, after the idle reading.
+		if err := heapProfiles(ctx, t, o.profileDir, "idle"); err != nil {
+			return mr, err
+		}
 	}
 	for run := 1; run <= o.runs; run++ {
 		s := sample{}
