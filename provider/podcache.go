@@ -45,6 +45,7 @@ func HostPodTransform(obj any) (any, error) {
 	obj, _ = StripManagedFields(obj)
 	if pod, ok := obj.(*corev1.Pod); ok {
 		trimTokenVolume(&pod.Spec)
+		internResources(&pod.Spec)
 	}
 	return obj, nil
 }
@@ -182,6 +183,7 @@ func MemberPodTransform(installation string) cache.TransformFunc {
 			Overhead:              s.Overhead,
 			Resources:             s.Resources,
 		}
+		internResources(s)
 		return pod, nil
 	}
 }

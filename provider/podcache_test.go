@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -177,4 +178,52 @@ func TestHostPodTransform(t *testing.T) {
 	if d := cmp.Diff(cached, transformed(t, HostPodTransform, cached)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
+}
+
+// TestResourcesInterned: pods cached with equal resource lists share one
+// map, whichever cache holds them and however the quantities were
+// written; a pod asking for other resources has its own; what a reader
+// sees is unchanged.
+func TestResourcesInterned(t *testing.T) {
+	withRequests := func(cpu, memory string) *corev1.Pod {
+		p := richHostPod()
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+		return p
+	}
+	a := transformed(t, HostPodTransform, withRequests("100m", "128Mi"))
+	b := transformed(t, HostPodTransform, withRequests("0.1", "128Mi")) // the same amount, written otherwise
+	member := transformed(t, MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
+		Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}))
+	other := transformed(t, HostPodTransform, withRequests("200m", "128Mi"))
+	req := func(p *corev1.Pod) corev1.ResourceList { return p.Spec.Containers[0].Resources.Requests }
+	if !sameList(req(a), req(b)) || !sameList(req(a), req(member)) {
+		t.Error("pods asking for the same hold separate lists")
+	}
+	if sameList(req(a), req(other)) {
+		t.Error("a pod asking for more shares the list of one asking for less")
+	}
+	if !sameList(a.Spec.Overhead, other.Spec.Overhead) {
+		t.Error("equal overheads are not shared")
+	}
+	want := withRequests("100m", "128Mi")
+	if got := resourcehelper.PodRequests(a, resourcehelper.PodResourcesOptions{}); !quantitiesEqual(got, resourcehelper.PodRequests(want, resourcehelper.PodResourcesOptions{})) {
+		t.Errorf("requests read from the cache: %v", got)
+	}
+}
+
+func sameList(a, b corev1.ResourceList) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+func quantitiesEqual(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if q.Cmp(b[name]) != 0 {
+			return false
+		}
+	}
+	return true
 }
