@@ -112,6 +112,10 @@ type workloadHooks struct {
 	// ready checks the pods once all of them are Ready, where the user
 	// works and in the members, before the Deployment is scaled down.
 	ready func(user, members podWatches) error
+	// loaded is called with the pods forwarded and flotilla-node measured
+	// idle with them (after --settle and --idle-window), before the
+	// Deployment is scaled down.
+	loaded func() error
 }
 
 // runDeployment runs one Deployment through create, all Ready, scale to
@@ -187,6 +191,11 @@ func runDeployment(ctx context.Context, t *target, name string, replicas int, m 
 	}
 	if err := m.idle(phaseCtx, t.opts.idleWindow, "loaded", s); err != nil {
 		return nil, err
+	}
+	if hooks.loaded != nil {
+		if err := hooks.loaded(); err != nil {
+			return nil, err
+		}
 	}
 
 	if err := m.start(phaseCtx); err != nil {

@@ -22,7 +22,11 @@ import (
 // With --profile-dir, a heap profile of every flotilla-node is also taken
 // the moment all pods are Ready (<placement>-<member>.ready.heap.pprof),
 // after a garbage collection: the live heap that holds the pods, which a
-// profile taken at a set time after the start may miss, mid-deletion.
+// profile taken at a set time after the start may miss, mid-deletion. At
+// that moment the last status updates may still be queued in the
+// informers; a second one (.loaded.heap.pprof) is taken once the pods
+// have been held through --settle and --idle-window, what a steady
+// flotilla-node holds for them.
 //
 // Every metric runDeployment and the meter take is kept, under
 // "footprint10k." followed by the burst's name for it (so
@@ -45,6 +49,7 @@ func (footprint10k) run(ctx context.Context, t *target, run int, s sample) error
 		hooks.ready = func(podWatches, podWatches) error {
 			return heapProfiles(ctx, t, dir, "ready")
 		}
+		hooks.loaded = func() error { return heapProfiles(ctx, t, dir, "loaded") }
 	}
 	got, err := runDeployment(ctx, t, "footprint10k-"+strconv.Itoa(run), n, m, hooks)
 	if err != nil {
