@@ -62,7 +62,7 @@ func (c *RequestCache) Requests(p *corev1.Pod) corev1.ResourceList {
 
 // share returns the list kept equal to l, keeping l if there is none.
 func (c *RequestCache) share(l corev1.ResourceList) *sharedList {
-	key := listKey(l)
+	key := ListKey(l)
 	s, ok := c.lists[key]
 	if !ok {
 		s = &sharedList{list: l}
@@ -71,9 +71,10 @@ func (c *RequestCache) share(l corev1.ResourceList) *sharedList {
 	return s
 }
 
-// listKey names a list by its contents: names in order, each with its
-// quantity in canonical form.
-func listKey(l corev1.ResourceList) string {
+// ListKey names a resource list by its contents: names in order, each
+// with its quantity in canonical form. Equal lists, however their
+// quantities were written, have the same key.
+func ListKey(l corev1.ResourceList) string {
 	var b strings.Builder
 	for _, name := range slices.Sorted(maps.Keys(l)) {
 		q := l[name]

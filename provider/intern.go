@@ -1,11 +1,11 @@
 package provider
 
 import (
-	"slices"
-	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"flotilla.io/flotilla/fit"
 )
 
 // The pods of one workload ask for the same resources, and every cached
@@ -32,7 +32,7 @@ func (r *resourceLists) intern(l corev1.ResourceList) corev1.ResourceList {
 	if len(l) == 0 {
 		return l
 	}
-	key := resourceListKey(l)
+	key := fit.ListKey(l)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if kept, ok := r.lists[key]; ok {
@@ -43,25 +43,6 @@ func (r *resourceLists) intern(l corev1.ResourceList) corev1.ResourceList {
 	}
 	r.lists[key] = l
 	return l
-}
-
-// resourceListKey names a list by its contents: names in order, each with
-// its quantity in canonical form.
-func resourceListKey(l corev1.ResourceList) string {
-	names := make([]corev1.ResourceName, 0, len(l))
-	for name := range l {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	var b strings.Builder
-	for _, name := range names {
-		q := l[name]
-		b.WriteString(string(name))
-		b.WriteByte('=')
-		b.WriteString(q.String())
-		b.WriteByte(',')
-	}
-	return b.String()
 }
 
 // internResources makes the resource lists of a pod spec the shared ones.
