@@ -108,9 +108,7 @@ func (s *hostStatus) cacheEvents() cache.ResourceEventHandler {
 
 // run writes statuses on workers goroutines until ctx ends.
 func (s *hostStatus) run(ctx context.Context, workers int) {
-	stop := context.AfterFunc(ctx, s.queue.ShutDown)
-	defer stop()
-	runQueue(ctx, s.queue, workers, s.write)
+	runSynced(ctx, s.queue, nil, workers, s.write)
 }
 
 // write writes the status asked for the host pod of key, unless the pod

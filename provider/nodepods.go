@@ -45,13 +45,20 @@ func HostPodsTransform(nodes []string, cached func() cache.Store) cache.Transfor
 			return HostPodTransform(obj)
 		}
 		if ours.Has(pod.Spec.NodeName) {
-			HostPodTransform(pod)
+			StripManagedFields(pod)
+			var prev *corev1.Pod
 			if store := cached(); store != nil {
-				if prev, ok, _ := store.Get(pod); ok {
-					if prev, ok := prev.(*corev1.Pod); ok {
-						shareUnchanged(prev, pod)
-					}
-				}
+				obj, _, _ := store.Get(pod)
+				prev, _ = obj.(*corev1.Pod)
+			}
+			// A spec known unchanged by its generation is the cached
+			// one, trimmed already; only a new one is trimmed.
+			if prev != nil && prev.Generation > 0 && shareUnchanged(prev, pod) {
+				return pod, nil
+			}
+			trimHostSpec(&pod.Spec)
+			if prev != nil {
+				shareUnchanged(prev, pod)
 			}
 			return pod, nil
 		}

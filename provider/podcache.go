@@ -44,10 +44,15 @@ func StripManagedFields(obj any) (any, error) {
 func HostPodTransform(obj any) (any, error) {
 	obj, _ = StripManagedFields(obj)
 	if pod, ok := obj.(*corev1.Pod); ok {
-		trimTokenVolume(&pod.Spec)
-		internResources(&pod.Spec)
+		trimHostSpec(&pod.Spec)
 	}
 	return obj, nil
+}
+
+// trimHostSpec is what HostPodTransform does to a host pod's spec.
+func trimHostSpec(s *corev1.PodSpec) {
+	trimTokenVolume(s)
+	internResources(s)
 }
 
 // shareUnchanged makes cur, a new version of the cached pod prev, share
@@ -56,10 +61,11 @@ func HostPodTransform(obj any) (any, error) {
 // metadata and the spec, and a reader that keeps an older version holds
 // two: virtual-kubelet keeps the version it last handed the provider
 // (knownPod.lastPodUsed) until the spec changes, which it seldom does, so
-// the first bound version of every pod lived as long as the pod.
-func shareUnchanged(prev, cur *corev1.Pod) {
+// the first bound version of every pod lived as long as the pod. It
+// reports whether the spec is now prev's.
+func shareUnchanged(prev, cur *corev1.Pod) (specShared bool) {
 	if prev.UID != cur.UID {
-		return
+		return false
 	}
 	m, pm := &cur.ObjectMeta, &prev.ObjectMeta
 	m.Namespace, m.Name, m.UID = pm.Namespace, pm.Name, pm.UID
@@ -83,7 +89,9 @@ func shareUnchanged(prev, cur *corev1.Pod) {
 	}
 	if sameSpec(prev, cur) {
 		cur.Spec = prev.Spec
+		return true
 	}
+	return false
 }
 
 // sameSpec reports whether two versions of a pod have the same spec. The
