@@ -22,12 +22,18 @@ type ledger struct {
 
 	mu      sync.Mutex
 	pending map[types.UID]map[string]assignment // template UID → assignment ID → assignment
+	// arrivals counts the pods the cache has shown (arrived); it orders
+	// them against the snapshots of liveView.epoch.
+	arrivals uint64
 }
 
 type assignment struct {
 	cluster string
 	cost    int32
 	expires time.Time
+	// arrival is the arrivals count at which the cache showed the pod, 0
+	// while it has not.
+	arrival uint64
 }
 
 // liveView is what the pod cache shows of a template's pods that are not
@@ -38,6 +44,9 @@ type liveView struct {
 	seen map[string]bool
 	// costs holds the pod-deletion-costs the pods have, per cluster.
 	costs map[string]map[int32]bool
+	// epoch is the ledger's epoch() read before the cache was listed: the
+	// view shows every pod that arrived up to it, except those gone since.
+	epoch uint64
 }
 
 func newLedger(c clock.PassiveClock) *ledger {
@@ -87,19 +96,42 @@ func (l *ledger) reserve(template types.UID, id string, live liveView, pick func
 	return c, cost
 }
 
-// arrived drops the assignment of a pod the cache now shows. Without it an
-// assignment whose pod came and went before the template's next admission
-// (a burst scaled down at once) would stay counted until ledgerTTL, and the
-// next replicas would go elsewhere and get ranks, so deletion costs, that
-// do not follow the decision.
+// epoch is read before a liveView's pods are listed from the cache.
+func (l *ledger) epoch() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.arrivals
+}
+
+// arrived records that the cache now shows an assignment's pod (the
+// informer stores a pod before it calls its handlers). A view listed after
+// that no longer counts the assignment, whether it shows the pod or the pod
+// has gone since: without this an assignment whose pod came and went before
+// the template's next admission (a burst scaled down at once) would stay
+// counted until ledgerTTL, and the next replicas would go elsewhere and get
+// ranks, so deletion costs, that do not follow the decision. A view listed
+// before it still counts the assignment: dropping it then would leave its
+// pod counted nowhere, and a concurrent admission would take its cost.
 func (l *ledger) arrived(template types.UID, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if m := l.pending[template]; m != nil {
-		delete(m, id)
-		if len(m) == 0 {
-			delete(l.pending, template)
+	m := l.pending[template]
+	if a, ok := m[id]; ok && a.arrival == 0 {
+		l.arrivals++
+		a.arrival = l.arrivals
+		m[id] = a
+	}
+	// Arrived assignments are dropped by the template's next admission;
+	// those of a template that has none are dropped here once expired (no
+	// admission lasts as long).
+	now := l.clock.Now()
+	for id, a := range m {
+		if a.arrival != 0 && now.After(a.expires) {
+			delete(m, id)
 		}
+	}
+	if m != nil && len(m) == 0 {
+		delete(l.pending, template)
 	}
 }
 
@@ -117,7 +149,7 @@ func (l *ledger) countsLocked(template types.UID, live liveView) map[string]int3
 	}
 	now := l.clock.Now()
 	for id, a := range l.pending[template] {
-		if live.seen[id] || now.After(a.expires) {
+		if live.seen[id] || (a.arrival != 0 && a.arrival <= live.epoch) || now.After(a.expires) {
 			delete(l.pending[template], id)
 			continue
 		}

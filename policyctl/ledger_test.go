@@ -163,13 +163,40 @@ func TestLedgerForgetsPodsThatCameAndWent(t *testing.T) {
 	l.arrived("tpl", "a")
 	l.arrived("tpl", "b")
 	// Scaled down to pod a alone, then up by one.
-	a := liveView{counts: map[string]int32{"beijing": 1}, seen: map[string]bool{"a": true}, costs: map[string]map[int32]bool{"beijing": {-1: true}}}
+	a := liveView{counts: map[string]int32{"beijing": 1}, seen: map[string]bool{"a": true}, costs: map[string]map[int32]bool{"beijing": {-1: true}}, epoch: l.epoch()}
 	if _, cost := l.reserve("tpl", "c", a, to("beijing"), byRank); cost != -2 {
 		t.Errorf("cost after pod b came and went = %d, want rank 2's, -2", cost)
 	}
 	l.arrived("other", "c") // another template's pod does not drop it
 	if got := l.counts("tpl", liveView{}); got["beijing"] != 1 {
 		t.Errorf("counts = %v, want c alone pending", got)
+	}
+}
+
+// TestLedgerCountsPodsArrivingDuringAnAdmission: an admission lists the
+// cache, and pod a, admitted just before, appears in the cache only after
+// that list but before the admission reserves. The admission's view does
+// not show a, so the ledger must still count it: otherwise the second pod
+// of a burst takes a's cluster slot and a's pod-deletion-cost, and a later
+// scale-down deletes the wrong cluster's pod (flotilla-policy then evicts
+// to restore the split, moving a replica).
+func TestLedgerCountsPodsArrivingDuringAnAdmission(t *testing.T) {
+	l := newLedger(clocktesting.NewFakePassiveClock(time.Unix(1e9, 0)))
+	l.reserve("tpl", "a", liveView{epoch: l.epoch()}, to("hangzhou"), byRank)
+	before := liveView{counts: map[string]int32{}, seen: map[string]bool{}, costs: map[string]map[int32]bool{}, epoch: l.epoch()}
+	l.arrived("tpl", "a")
+	if _, cost := l.reserve("tpl", "b", before, to("hangzhou"), byRank); cost != -2 {
+		t.Errorf("cost of the pod after a = %d, want rank 2's, -2 (a holds -1)", cost)
+	}
+	// A view listed after a arrived shows it, or a has gone: the ledger
+	// no longer counts a, only b, which has not arrived.
+	after := liveView{counts: map[string]int32{"hangzhou": 1}, seen: map[string]bool{"a": true}, costs: map[string]map[int32]bool{"hangzhou": {-1: true}}, epoch: l.epoch()}
+	if got := l.counts("tpl", after); got["hangzhou"] != 2 {
+		t.Errorf("counts = %v, want hangzhou 2 (a live, b pending)", got)
+	}
+	gone := liveView{epoch: l.epoch()}
+	if got := l.counts("tpl", gone); got["hangzhou"] != 1 {
+		t.Errorf("counts once a came and went = %v, want hangzhou 1 (b pending)", got)
 	}
 }
 
