@@ -9,9 +9,9 @@ import (
 	"net/url"
 	"strconv"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 )
 
@@ -259,4 +260,16 @@ type Kubelet struct {
 	*ResourceMetrics
 }
 
-var _ nodeutil.Provider = Kubelet{}
+// KubeletAPI is what serves a virtual node's kubelet endpoint (the
+// handlers of virtual-kubelet's api.PodHandler).
+type KubeletAPI interface {
+	GetPods(ctx context.Context) ([]*corev1.Pod, error)
+	GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error)
+	RunInContainer(ctx context.Context, namespace, podName, containerName string, cmd []string, attach api.AttachIO) error
+	AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error
+	GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error)
+	GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error)
+	PortForward(ctx context.Context, namespace, pod string, port int32, stream io.ReadWriteCloser) error
+}
+
+var _ KubeletAPI = Kubelet{}

@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	vkotel "github.com/virtual-kubelet/virtual-kubelet/trace/opentelemetry"
 	"go.opentelemetry.io/otel/attribute"
@@ -28,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -40,6 +38,7 @@ import (
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/internal/agent"
 	"flotilla.io/flotilla/internal/kubeconfig"
+	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/logging"
 	"flotilla.io/flotilla/internal/memlimit"
 	"flotilla.io/flotilla/internal/nodeconfig"
@@ -275,7 +274,7 @@ func run() error {
 		NodeIP:                  nodeIP,
 		KubeletVersion:          memberVersion(ctx, memberClient),
 		ServingCert:             serving,
-		Auth:                    func(nodeName string) (nodeutil.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
+		Auth:                    func(nodeName string) (kubeletauth.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
 		Kubelet:                 kubelet(installation, memberMetrics),
 		PodWorkers:              o.podWorkers,
 		StatusWorkers:           o.statusWorkers,
@@ -300,8 +299,8 @@ func run() error {
 // logs, exec, attach and port-forward, and stats and resource metrics from
 // the member's metrics.k8s.io, never from its kubelets (see
 // provider.ResourceMetrics).
-func kubelet(installation string, memberMetrics metricsclient.Interface) func(v1alpha1.VirtualCluster, *provider.Provider) (nodeutil.Provider, error) {
-	return func(vc v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error) {
+func kubelet(installation string, memberMetrics metricsclient.Interface) func(v1alpha1.VirtualCluster, *provider.Provider) (provider.KubeletAPI, error) {
+	return func(vc v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
 		metrics, err := provider.NewResourceMetrics(provider.ResourceMetricsConfig{
 			NodeName:     vc.Name,
 			Installation: installation,
@@ -469,25 +468,16 @@ func builtInTypes(cfg *rest.Config) *rest.Config {
 // kubeletAuth authenticates callers of the kubelet endpoint by client
 // certificate (when a CA is given) or bearer token (TokenReview), and
 // authorizes them with SubjectAccessReview on nodes/proxy, nodes/log, ...
-func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (nodeutil.Auth, error) {
-	var opts []nodeutil.WebhookAuthOption
+func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (kubeletauth.Auth, error) {
+	opts := kubeletauth.Options{Anonymous: o.anonymousAuth}
 	if o.clientCAFile != "" {
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", o.clientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("--client-ca-file: %w", err)
 		}
-		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
-			c.AuthnConfig.ClientCertificateCAContentProvider = ca
-			return nil
-		})
+		opts.ClientCA = ca
 	}
-	if o.anonymousAuth {
-		opts = append(opts, func(c *nodeutil.WebhookAuthConfig) error {
-			c.AuthnConfig.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true}
-			return nil
-		})
-	}
-	auth, err := nodeutil.WebhookAuth(host, nodeName, opts...)
+	auth, err := kubeletauth.Webhook(kubeletauth.Clients{Authentication: host.AuthenticationV1(), Authorization: host.AuthorizationV1()}, nodeName, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet endpoint auth: %w", err)
 	}

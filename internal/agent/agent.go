@@ -21,7 +21,6 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -40,6 +39,7 @@ import (
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
@@ -69,10 +69,10 @@ type Config struct {
 	ServingCert tls.Certificate
 	// Auth authenticates and authorizes callers of a virtual node's kubelet
 	// endpoint; it is called once per virtual node.
-	Auth func(nodeName string) (nodeutil.Auth, error)
+	Auth func(nodeName string) (kubeletauth.Auth, error)
 	// Kubelet returns what serves a virtual node's kubelet API (logs, exec,
 	// stats, ...) for its provider; an error stops the agent.
-	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error)
+	Kubelet func(vc v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error)
 
 	// PodWorkers and StatusWorkers are the process's concurrency of
 	// forwarding and of status sync, shared among the virtual nodes (see
@@ -377,7 +377,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		return nil, err
 	}
 	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl,
-		handler: nodeutil.WithAuth(auth, mux)}, nil
+		handler: kubeletauth.Handler(auth, mux, log.L.WithField("node", vc.Name))}, nil
 }
 
 // run starts the virtual node's pieces in virtual-kubelet's order — pods
@@ -415,7 +415,7 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 	// The node is registered only now, with the capacity of the member
 	// caches that have synced, rather than empty.
 	nodeCtl, err := node.NewNodeController(vn.nodes, vn.nodes.Node(), cfg.HostClient.CoreV1().Nodes(),
-		node.WithNodeEnableLeaseV1(nodeutil.NodeLeaseV1Client(cfg.HostClient), node.DefaultLeaseDuration))
+		node.WithNodeEnableLeaseV1(cfg.HostClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), node.DefaultLeaseDuration))
 	if err != nil {
 		fail("node controller", err)
 		return

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -81,8 +81,8 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 		HostClient: host, MemberClient: member, Installation: "test",
 		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
 		NodeIP:          "127.0.0.1", BindAddress: "127.0.0.1", ServingCert: selfSigned(t),
-		Auth: func(string) (nodeutil.Auth, error) { return nodeutil.NoAuth(), nil },
-		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (nodeutil.Provider, error) {
+		Auth: func(string) (kubeletauth.Auth, error) { return kubeletauth.AllowAll(), nil },
+		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
 			return provider.Kubelet{Provider: p}, nil
 		},
 		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
