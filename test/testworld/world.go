@@ -38,7 +38,10 @@ type Config struct {
 	// removed. When empty, a temporary directory is used and removed by
 	// Stop unless KeepDir is set.
 	Dir string
-	// KeepDir keeps the temporary directory after Stop.
+	// KeepDir keeps the temporary directory after Stop. Otherwise the
+	// directory of a world that could not stop (its start failed, or its
+	// process was killed) is removed by a Start a day after its process
+	// has gone.
 	KeepDir bool
 	// ClientQPS and ClientBurst are the controller-managers' and
 	// schedulers' client rate limits; defaults 500 and 1000, high enough
@@ -178,7 +181,11 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	}
 	w := &World{bin: bin, logf: cfg.Logf, dir: cfg.Dir}
 	if w.dir == "" {
-		if w.dir, err = os.MkdirTemp("", "flotilla-testworld-"); err != nil {
+		sweepTempDir(cfg.Logf)
+		if w.dir, err = os.MkdirTemp("", dirPrefix); err != nil {
+			return nil, fmt.Errorf("start test world: %w", err)
+		}
+		if err := markDir(w.dir, cfg.KeepDir); err != nil {
 			return nil, fmt.Errorf("start test world: %w", err)
 		}
 		w.removeDir = !cfg.KeepDir
