@@ -11,12 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -32,7 +32,7 @@ type ProviderConfig struct {
 	Node Config
 	// Informers is the member's shared informer factory; the provider only
 	// registers the node and pod informers on it and never starts it.
-	Informers informers.SharedInformerFactory
+	Informers *kube.Factory
 	Health    HealthChecker
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
@@ -95,14 +95,14 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	p := &Provider{
 		cfg:   cfg,
-		nodes: cfg.Informers.Core().V1().Nodes().Lister(),
-		pods:  cfg.Informers.Core().V1().Pods().Lister(),
+		nodes: cfg.Informers.Nodes().Lister(),
+		pods:  cfg.Informers.Pods().Lister(),
 		dirty: make(chan struct{}, 1),
 	}
 	// Every virtual node of a process sees every change of the member; it
 	// rebuilds only for those that can change it, so that fifty partitions
 	// do not each recompute their node for every pod of the others.
-	if _, err := cfg.Informers.Core().V1().Nodes().Informer().AddEventHandler(p.dirtyWhen(p.nodeMatters)); err != nil {
+	if _, err := cfg.Informers.Nodes().Informer().AddEventHandler(p.dirtyWhen(p.nodeMatters)); err != nil {
 		return nil, err
 	}
 	pods := p.dirtyWhen(p.podMatters).(cache.ResourceEventHandlerFuncs)
@@ -111,7 +111,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 			p.markDirty()
 		}
 	}
-	if _, err := cfg.Informers.Core().V1().Pods().Informer().AddEventHandler(pods); err != nil {
+	if _, err := cfg.Informers.Pods().Informer().AddEventHandler(pods); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -11,11 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -42,7 +42,7 @@ const testInterval = 5 * time.Second
 
 func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) (*Provider, *clocktesting.FakeClock) {
 	t.Helper()
-	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	f := kube.NewFactory(fake.NewClientset())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p, err := NewProvider(ProviderConfig{
 		Node:             Config{Name: "beijing", Installation: "host-1", Selector: selector},
@@ -57,7 +57,7 @@ func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecke
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		if err := f.Core().V1().Nodes().Informer().GetStore().Add(n); err != nil {
+		if err := f.Nodes().Informer().GetStore().Add(n); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +199,7 @@ func (h *slowHealth) Healthy(ctx context.Context) error {
 func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	health := &slowHealth{clk: clk, took: 40 * time.Millisecond}
-	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	f := kube.NewFactory(fake.NewClientset())
 	p, err := NewProvider(ProviderConfig{
 		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health, Clock: clk,
 		HealthInterval: 50 * time.Millisecond, FailureThreshold: 2, Debounce: time.Millisecond,
@@ -243,7 +243,7 @@ func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 // after FailureThreshold probes in a row, and says so no more once a probe
 // succeeds; Ready, which is about the member, is untouched.
 func TestKubeletAPIProbe(t *testing.T) {
-	f := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	f := kube.NewFactory(fake.NewClientset())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	api := &switchableHealth{}
 	p, err := NewProvider(ProviderConfig{

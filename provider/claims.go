@@ -86,11 +86,11 @@ type claims struct {
 }
 
 func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
-	hc := e.cfg.HostInformers.Core().V1().PersistentVolumeClaims()
-	hv := e.cfg.HostInformers.Core().V1().PersistentVolumes()
-	hs := e.cfg.HostInformers.Storage().V1().StorageClasses()
-	mc := e.cfg.MemberInformers.Core().V1().PersistentVolumeClaims()
-	ms := e.cfg.MemberInformers.Storage().V1().StorageClasses()
+	hc := e.cfg.HostInformers.PersistentVolumeClaims()
+	hv := e.cfg.HostInformers.PersistentVolumes()
+	hs := e.cfg.HostInformers.StorageClasses()
+	mc := e.cfg.MemberInformers.PersistentVolumeClaims()
+	ms := e.cfg.MemberInformers.StorageClasses()
 	c := &claims{
 		env: e, ns: ns, queue: newKeyQueue("claims"),
 		hostClaims: hc.Lister(), hostVolumes: hv.Lister(), hostClasses: hs.Lister(),

@@ -15,13 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/informers/internalinterfaces"
-	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -98,19 +96,19 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}
 	selector := wellknown.InstallationSelector(e.cfg.Installation).String()
-	ownInformer := func(obj runtime.Object, newInformer func(kubernetes.Interface, string, time.Duration, cache.Indexers, internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer) cache.SharedIndexInformer {
+	ownInformer := func(obj runtime.Object) cache.SharedIndexInformer {
 		// The member factory holds one informer per type: this filtered one
 		// is the factory's Secret (ConfigMap, ServiceAccount) informer.
-		return e.cfg.MemberInformers.InformerFor(obj, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-			return newInformer(c, metav1.NamespaceAll, mirrorResync,
-				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc},
-				func(o *metav1.ListOptions) { o.LabelSelector = selector })
+		return e.cfg.MemberInformers.InformerFor(obj, func(c kube.Interface) cache.SharedIndexInformer {
+			return kube.NewInformer(c, obj, metav1.NamespaceAll, mirrorResync,
+				func(o *metav1.ListOptions) { o.LabelSelector = selector },
+				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		})
 	}
-	mSecrets := ownInformer(&corev1.Secret{}, coreinformers.NewFilteredSecretInformer)
-	mConfigMaps := ownInformer(&corev1.ConfigMap{}, coreinformers.NewFilteredConfigMapInformer)
-	mSAs := ownInformer(&corev1.ServiceAccount{}, coreinformers.NewFilteredServiceAccountInformer)
-	host := e.cfg.HostInformers.Core().V1()
+	mSecrets := ownInformer(&corev1.Secret{})
+	mConfigMaps := ownInformer(&corev1.ConfigMap{})
+	mSAs := ownInformer(&corev1.ServiceAccount{})
+	host := e.cfg.HostInformers
 	hSecrets, hConfigMaps, hSAs := host.Secrets(), host.ConfigMaps(), host.ServiceAccounts()
 
 	secrets, configMaps, sas := corev1listers.NewSecretLister(mSecrets.GetIndexer()),
@@ -153,7 +151,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 	}
 	d.hostSAs, d.mirroredSAs = hSAs.Lister(), sas
 
-	pods := e.cfg.MemberInformers.Core().V1().Pods().Informer()
+	pods := e.cfg.MemberInformers.Pods().Informer()
 	d.index = dependencyIndex + e.cfg.NodeName
 	if err := pods.AddIndexers(cache.Indexers{d.index: d.indexMemberPod}); err != nil {
 		return nil, fmt.Errorf("index member pods by dependency: %w", err)

@@ -8,13 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -53,9 +52,9 @@ func newEventMirror(e *env, b record.EventBroadcaster) (*eventMirror, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"}),
 	}
-	informer := e.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredEventInformer(c, metav1.NamespaceAll, resync, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" })
+	informer := e.cfg.MemberInformers.InformerFor(&corev1.Event{}, func(c kube.Interface) cache.SharedIndexInformer {
+		return kube.NewInformer(c, &corev1.Event{}, metav1.NamespaceAll, 0,
+			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" }, cache.Indexers{})
 	})
 	m.events = informer.GetStore()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
+
+	"flotilla.io/flotilla/internal/kube"
 )
 
 // The harness runs flotilla's Provider under virtual-kubelet's real
@@ -68,7 +69,7 @@ type harness struct {
 	// hostPodIndexer and memberPodIndexer are the provider's caches, for
 	// tests that drive it without starting the world.
 	hostPodIndexer, memberPodIndexer cache.Indexer
-	hostInformers                    informers.SharedInformerFactory
+	hostInformers                    *kube.Factory
 }
 
 // newHarness starts a world and stops it when the test ends.
@@ -99,23 +100,23 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: testNode})
 
 	// The caches hold what flotilla-node's hold (see podcache.go).
-	hostFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0, informers.WithTransform(StripManagedFields))
-	memberFactory := informers.NewSharedInformerFactoryWithOptions(w.member, 0, informers.WithTransform(MemberPodTransform(testInstallation)))
+	hostFactory := kube.NewFactory(w.host, kube.WithTransform(StripManagedFields))
+	memberFactory := kube.NewFactory(w.member, kube.WithTransform(MemberPodTransform(testInstallation)))
 	// As in flotilla-node, the process's host pod informer watches the
 	// pods bound to its node (the fake ignores the field selector; tests
 	// bind every pod to testNode), and the node sees it through
 	// NodePodInformer.
 	var podStore cache.Store
-	podFactory := informers.NewSharedInformerFactoryWithOptions(w.host, 0,
-		informers.WithTransform(HostPodsTransform([]string{testNode}, func() cache.Store { return podStore })),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	podFactory := kube.NewFactory(w.host,
+		kube.WithTransform(HostPodsTransform([]string{testNode}, func() cache.Store { return podStore })),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = HostPodSelector([]string{testNode})
 		}))
-	if err := IndexHostPodsByNode(podFactory.Core().V1().Pods()); err != nil {
+	if err := IndexHostPodsByNode(podFactory.Pods()); err != nil {
 		t.Fatal(err)
 	}
-	podStore = podFactory.Core().V1().Pods().Informer().GetStore()
-	podInformer := NodePodInformer(podFactory.Core().V1().Pods(), testNode)
+	podStore = podFactory.Pods().Informer().GetStore()
+	podInformer := NodePodInformer(podFactory.Pods(), testNode)
 	if cfg.hostPods != nil {
 		podInformer = cfg.hostPods(podInformer)
 	}
@@ -152,9 +153,9 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		EventRecorder:                        recorder,
 		Provider:                             p,
 		PodEventFilterFunc:                   p.PodEventFilter,
-		ConfigMapInformer:                    hostFactory.Core().V1().ConfigMaps(),
-		SecretInformer:                       hostFactory.Core().V1().Secrets(),
-		ServiceInformer:                      hostFactory.Core().V1().Services(),
+		ConfigMapInformer:                    hostFactory.ConfigMaps(),
+		SecretInformer:                       hostFactory.Secrets(),
+		ServiceInformer:                      hostFactory.Services(),
 		SkipDownwardAPIResolution:            true,
 		SyncPodsFromKubernetesRateLimiter:    fast(),
 		DeletePodsFromKubernetesRateLimiter:  fast(),
@@ -195,7 +196,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	w.stopFn = cancel
 	w.hostPodIndexer = podInformer.Informer().GetIndexer()
 	w.hostInformers = hostFactory
-	w.memberPodIndexer = memberFactory.Core().V1().Pods().Informer().GetIndexer()
+	w.memberPodIndexer = memberFactory.Pods().Informer().GetIndexer()
 	t.Cleanup(func() { w.stopFn() })
 	return w
 }

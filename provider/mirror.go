@@ -11,10 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -202,7 +202,7 @@ func (k *kindMirror[T]) remove(ctx context.Context, memberNS, name string) error
 	return nil
 }
 
-func secretMirror(c kubernetes.Interface, host, mirror func(ns, name string) (*corev1.Secret, error), owns func(metav1.Object) bool) *kindMirror[*corev1.Secret] {
+func secretMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.Secret, error), owns func(metav1.Object) bool) *kindMirror[*corev1.Secret] {
 	return &kindMirror[*corev1.Secret]{
 		kind: kindSecret, host: host, mirror: mirror, owns: owns,
 		client: func(ns string) objectClient[*corev1.Secret] { return c.CoreV1().Secrets(ns) },
@@ -231,7 +231,7 @@ func secretMirror(c kubernetes.Interface, host, mirror func(ns, name string) (*c
 	}
 }
 
-func configMapMirror(c kubernetes.Interface, host, mirror func(ns, name string) (*corev1.ConfigMap, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ConfigMap] {
+func configMapMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.ConfigMap, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ConfigMap] {
 	sameData := func(a, b *corev1.ConfigMap) bool {
 		return equality.Semantic.DeepEqual(a.Data, b.Data) && equality.Semantic.DeepEqual(a.BinaryData, b.BinaryData)
 	}
@@ -256,7 +256,7 @@ func configMapMirror(c kubernetes.Interface, host, mirror func(ns, name string) 
 // serviceAccountMirror copies a ServiceAccount's name, image pull secrets and
 // token automount setting. Its legacy token Secrets are not copied: the
 // member issues the tokens of its own copy.
-func serviceAccountMirror(c kubernetes.Interface, host, mirror func(ns, name string) (*corev1.ServiceAccount, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ServiceAccount] {
+func serviceAccountMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.ServiceAccount, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ServiceAccount] {
 	return &kindMirror[*corev1.ServiceAccount]{
 		kind: kindServiceAccount, host: host, mirror: mirror, owns: owns,
 		client: func(ns string) objectClient[*corev1.ServiceAccount] { return c.CoreV1().ServiceAccounts(ns) },

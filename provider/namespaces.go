@@ -38,8 +38,8 @@ type namespaceMirror struct {
 }
 
 func newNamespaceMirror(e *env) (*namespaceMirror, error) {
-	host := e.cfg.HostInformers.Core().V1().Namespaces()
-	member := e.cfg.MemberInformers.Core().V1().Namespaces()
+	host := e.cfg.HostInformers.Namespaces()
+	member := e.cfg.MemberInformers.Namespaces()
 	m := &namespaceMirror{
 		env: e, hostNS: host.Lister(), memberNS: member.Lister(),
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},

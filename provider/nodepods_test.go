@@ -15,10 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/internal/kube"
 )
 
 // seen records the pods a handler was called for, by event.
@@ -70,8 +71,8 @@ func TestNodePodInformer(t *testing.T) {
 	if got := HostPodSelector([]string{"a"}); got != "spec.nodeName=a" {
 		t.Errorf("selector for one node = %q", got)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(HostPodsTransform(nodes, func() cache.Store { return nil })))
-	shared := factory.Core().V1().Pods()
+	factory := kube.NewFactory(client, kube.WithTransform(HostPodsTransform(nodes, func() cache.Store { return nil })))
+	shared := factory.Pods()
 	if err := IndexHostPodsByNode(shared); err != nil {
 		t.Fatal(err)
 	}

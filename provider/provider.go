@@ -12,9 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -63,15 +62,15 @@ type Config struct {
 	// virtual-kubelet's pod controller watches; the provider adds indexes
 	// to it, so it must not have started yet.
 	HostPods   corev1informers.PodInformer
-	HostClient kubernetes.Interface
+	HostClient kube.Interface
 	// Recorder records events on host objects.
 	Recorder     record.EventRecorder
-	MemberClient kubernetes.Interface
+	MemberClient kube.Interface
 	// MemberConfig is used for streaming calls (exec, attach).
 	MemberConfig *rest.Config
 	// MemberInformers is the member's shared informer factory; the provider
 	// registers its pod informer and never starts the factory itself.
-	MemberInformers informers.SharedInformerFactory
+	MemberInformers *kube.Factory
 	Namespace       NamespaceMapper
 	// Partition, for a virtual cluster that is a label partition of its
 	// member, selects the member nodes its pods may run on (see Confine).
@@ -85,7 +84,7 @@ type Config struct {
 	// HostInformers is the host's shared informer factory; the provider
 	// registers Secret, ConfigMap and ServiceAccount informers (the objects
 	// pods depend on, see dependencies.go) and never starts the factory itself.
-	HostInformers informers.SharedInformerFactory
+	HostInformers *kube.Factory
 	// Overrides, when set, applies the override policies that target this
 	// virtual node to each pod before it is translated and forwarded.
 	Overrides Overrides
@@ -177,7 +176,7 @@ func New(cfg Config) (*Provider, error) {
 		env: &env{
 			cfg:        cfg,
 			hostPods:   cfg.HostPods.Lister(),
-			memberPods: cfg.MemberInformers.Core().V1().Pods().Lister(),
+			memberPods: cfg.MemberInformers.Pods().Lister(),
 		},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -187,7 +186,7 @@ func New(cfg Config) (*Provider, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
 	}
 	p.hostStatus = newHostStatus(p.env)
-	_, err := cfg.MemberInformers.Core().V1().Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	_, err := cfg.MemberInformers.Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: p.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },

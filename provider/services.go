@@ -40,8 +40,8 @@ type serviceMirror struct {
 }
 
 func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
-	host := e.cfg.HostInformers.Core().V1().Services()
-	member := e.cfg.MemberInformers.Core().V1().Services()
+	host := e.cfg.HostInformers.Services()
+	member := e.cfg.MemberInformers.Services()
 	m := &serviceMirror{
 		env: e, ns: ns, host: host.Lister(), member: member.Lister(), hostPods: e.hostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},

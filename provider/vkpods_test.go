@@ -13,10 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/kube"
 )
 
 // admittedPod is a one-container pod as the apiserver stores it: defaulted,
@@ -71,7 +72,7 @@ func admittedPod() *corev1.Pod {
 // status phase, reason and message, on a failed create) stays out of the
 // cache every other reader shares.
 func TestVirtualKubeletGetsViews(t *testing.T) {
-	inf := informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Pods()
+	inf := kube.NewFactory(fake.NewClientset()).Pods()
 	cached := admittedPod()
 	if err := inf.Informer().GetIndexer().Add(cached); err != nil {
 		t.Fatal(err)
@@ -184,8 +185,8 @@ func BenchmarkVirtualKubeletCopy(b *testing.B) {
 func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	client := fake.NewClientset(admittedPod())
-	factory := informers.NewSharedInformerFactory(client, 0)
-	inf := factory.Core().V1().Pods()
+	factory := kube.NewFactory(client)
+	inf := factory.Pods()
 	var mu sync.Mutex
 	var events []string
 	record := func(what string, obj any) {

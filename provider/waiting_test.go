@@ -67,7 +67,7 @@ func TestWaitingPodsFromIndex(t *testing.T) {
 	add(forwarded)
 	must(t, w.memberPodIndexer.Add(ToMember(forwarded, w.p.target(testNamespace))))
 	add(boundPod("pulls", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" }))
-	must(t, w.hostInformers.Core().V1().ServiceAccounts().Informer().GetIndexer().Add(&corev1.ServiceAccount{
+	must(t, w.hostInformers.ServiceAccounts().Informer().GetIndexer().Add(&corev1.ServiceAccount{
 		ObjectMeta:       metav1.ObjectMeta{Namespace: testNamespace, Name: "robot"},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "db"}},
 	}))

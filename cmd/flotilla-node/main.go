@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -37,6 +36,7 @@ import (
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/internal/agent"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeconfig"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/logging"
@@ -217,11 +217,11 @@ func run() error {
 		telemetry.CountAPIRequests(hostCfg, requests, "host")
 		telemetry.CountAPIRequests(memberCfg, requests, "member")
 	}
-	hostClient, err := kubernetes.NewForConfig(builtInTypes(hostCfg))
+	hostClient, err := kube.NewForConfig(builtInTypes(hostCfg))
 	if err != nil {
 		return fmt.Errorf("host client: %w", err)
 	}
-	memberClient, err := kubernetes.NewForConfig(builtInTypes(memberCfg))
+	memberClient, err := kube.NewForConfig(builtInTypes(memberCfg))
 	if err != nil {
 		return fmt.Errorf("member client: %w", err)
 	}
@@ -403,7 +403,7 @@ func loadVirtualClusters(o *options) ([]v1alpha1.VirtualCluster, error) {
 	return cfg.VirtualClusters, nil
 }
 
-func memberVersion(ctx context.Context, c kubernetes.Interface) string {
+func memberVersion(ctx context.Context, c kube.Interface) string {
 	v, err := c.Discovery().ServerVersion()
 	if err != nil {
 		log.G(ctx).WithError(err).Warn("cannot read the member's version")
@@ -433,7 +433,7 @@ func servingCert(o *options, nodeIP string) (tls.Certificate, error) {
 // hostIdentity is the UID of the host's kube-system namespace. It retries
 // for a while: a role bound at the same time as flotilla-node starts (one
 // Helm release) takes a moment to reach the apiserver's authorizer.
-func hostIdentity(ctx context.Context, host kubernetes.Interface) (string, error) {
+func hostIdentity(ctx context.Context, host kube.Interface) (string, error) {
 	var uid string
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -468,7 +468,7 @@ func builtInTypes(cfg *rest.Config) *rest.Config {
 // kubeletAuth authenticates callers of the kubelet endpoint by client
 // certificate (when a CA is given) or bearer token (TokenReview), and
 // authorizes them with SubjectAccessReview on nodes/proxy, nodes/log, ...
-func kubeletAuth(host kubernetes.Interface, o *options, nodeName string) (kubeletauth.Auth, error) {
+func kubeletAuth(host kube.Interface, o *options, nodeName string) (kubeletauth.Auth, error) {
 	opts := kubeletauth.Options{Anonymous: o.anonymousAuth}
 	if o.clientCAFile != "" {
 		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca", o.clientCAFile)

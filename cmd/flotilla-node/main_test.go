@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -21,11 +21,11 @@ import (
 // serving a kubelet endpoint whose /stats/summary would panic.
 func TestKubeletWithoutResourceMetrics(t *testing.T) {
 	host, member := fake.NewClientset(), fake.NewClientset()
-	hostInformers := informers.NewSharedInformerFactory(host, 0)
+	hostInformers := kube.NewFactory(host)
 	p, err := provider.New(provider.Config{
 		NodeName: "vn", Installation: "inst",
-		HostPods: hostInformers.Core().V1().Pods(), HostClient: host, HostInformers: hostInformers,
-		Recorder: &record.FakeRecorder{}, MemberClient: member, MemberInformers: informers.NewSharedInformerFactory(member, 0),
+		HostPods: hostInformers.Pods(), HostClient: host, HostInformers: hostInformers,
+		Recorder: &record.FakeRecorder{}, MemberClient: member, MemberInformers: kube.NewFactory(member),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,9 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	corev1informers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -39,6 +37,7 @@ import (
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/override/hostpolicies"
@@ -47,11 +46,11 @@ import (
 
 // Config holds what an agent needs; all fields but the tuning ones are required.
 type Config struct {
-	HostClient kubernetes.Interface
+	HostClient kube.Interface
 	// HostConfig, when set, lets the agent read the host's override
 	// policies and apply them to the pods it forwards.
 	HostConfig   *rest.Config
-	MemberClient kubernetes.Interface
+	MemberClient kube.Interface
 	// MemberConfig is used for streaming calls (exec, attach, port-forward).
 	MemberConfig *rest.Config
 	// Installation identifies the host cluster on every member object.
@@ -160,8 +159,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	ctx, stop := context.WithCancelCause(ctx)
 	// Member pods this installation forwarded are cached with only what
 	// flotilla reads of them; see provider.MemberPodTransform.
-	memberInformers := informers.NewSharedInformerFactoryWithOptions(cfg.MemberClient, 0, informers.WithTransform(provider.MemberPodTransform(cfg.Installation)))
-	hostInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0, informers.WithTransform(provider.StripManagedFields))
+	memberInformers := kube.NewFactory(cfg.MemberClient, kube.WithTransform(provider.MemberPodTransform(cfg.Installation)))
+	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.StripManagedFields))
 	// One informer watches the host pods of every virtual node of the
 	// process; each node sees its own through provider.NodePodInformer.
 	var names []string
@@ -169,12 +168,12 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		names = append(names, vc.Name)
 	}
 	var hostPodStore cache.Store // set before the informer starts
-	hostPodInformers := informers.NewSharedInformerFactoryWithOptions(cfg.HostClient, 0,
-		informers.WithTransform(provider.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
-	hostPods := hostPodInformers.Core().V1().Pods()
+	hostPodInformers := kube.NewFactory(cfg.HostClient,
+		kube.WithTransform(provider.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
+	hostPods := hostPodInformers.Pods()
 	hostPodStore = hostPods.Informer().GetStore()
-	factories := []informers.SharedInformerFactory{memberInformers, hostInformers, hostPodInformers}
+	factories := []*kube.Factory{memberInformers, hostInformers, hostPodInformers}
 	broadcaster := record.NewBroadcaster()
 	var wg sync.WaitGroup
 	defer func() {
@@ -194,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 
 	var ovr provider.Overrides
 	if cfg.HostConfig != nil {
-		nodes := hostInformers.Core().V1().Nodes().Lister()
+		nodes := hostInformers.Nodes().Lister()
 		o, err := hostpolicies.Start(ctx, cfg.HostConfig, nodes)
 		if err != nil {
 			return fmt.Errorf("override policies: %w", err)
@@ -231,8 +230,8 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	memberInformers.Start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
 	synced := cache.WaitForCacheSync(syncCtx.Done(),
-		memberInformers.Core().V1().Nodes().Informer().HasSynced,
-		memberInformers.Core().V1().Pods().Informer().HasSynced)
+		memberInformers.Nodes().Informer().HasSynced,
+		memberInformers.Pods().Informer().HasSynced)
 	cancel()
 	if !synced {
 		log.G(ctx).WithField("timeout", cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
@@ -264,7 +263,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informers.SharedInformerFactory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host *kube.Factory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:             vc.Name,
@@ -337,9 +336,9 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host informe
 		// The informer only holds this node's pods; the filter spares
 		// virtual-kubelet the last update of a pod already gone below.
 		PodEventFilterFunc: pods.PodEventFilter,
-		ConfigMapInformer:  host.Core().V1().ConfigMaps(),
-		SecretInformer:     host.Core().V1().Secrets(),
-		ServiceInformer:    host.Core().V1().Services(),
+		ConfigMapInformer:  host.ConfigMaps(),
+		SecretInformer:     host.Secrets(),
+		ServiceInformer:    host.Services(),
 		// Secrets and ConfigMaps are mirrored as objects, never inlined
 		// into the forwarded pod spec.
 		SkipDownwardAPIResolution: true,
@@ -467,7 +466,7 @@ func ignoreClosed(err error) error {
 }
 
 // readyz checks the member apiserver's readiness endpoint.
-type readyz struct{ c kubernetes.Interface }
+type readyz struct{ c kube.Interface }
 
 func (r readyz) Healthy(ctx context.Context) error {
 	return r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()

@@ -11,10 +11,10 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/internal/kube"
 )
 
 var _ clusternode.HealthChecker = (*sharedHealth)(nil)
@@ -95,7 +95,7 @@ func (h *sharedHealth) Healthy(ctx context.Context) error {
 // in push mode. flotilla-node may proxy to its own nodes only (see
 // config/rbac/host-node-clusterrole.yaml).
 type kubeletAPI struct {
-	client kubernetes.Interface
+	client kube.Interface
 	node   string
 }
 

@@ -8,15 +8,16 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"flotilla.io/flotilla/internal/kube"
 )
 
 // LeaderConfig says which Lease an active/standby pair of flotilla-nodes
 // for one member contend for.
 type LeaderConfig struct {
-	Client    kubernetes.Interface
+	Client    kube.Interface
 	Namespace string
 	Name      string
 	// Identity tells the candidates apart (host name and a random part).

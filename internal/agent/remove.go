@@ -14,18 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // RemoveConfig says what Remove takes away.
 type RemoveConfig struct {
-	HostClient   kubernetes.Interface
-	MemberClient kubernetes.Interface
+	HostClient   kube.Interface
+	MemberClient kube.Interface
 	Installation string
 	// Nodes are the virtual nodes to remove (the cluster, or its virtual
 	// clusters).
@@ -151,7 +151,7 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 	return nil
 }
 
-func deleteMemberPod(ctx context.Context, member kubernetes.Interface, p *corev1.Pod) error {
+func deleteMemberPod(ctx context.Context, member kube.Interface, p *corev1.Pod) error {
 	err := member.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(p.UID))})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("delete member pod %s/%s: %w", p.Namespace, p.Name, err)
@@ -161,7 +161,7 @@ func deleteMemberPod(ctx context.Context, member kubernetes.Interface, p *corev1
 
 // removeMirrors deletes the Services, ConfigMaps, Secrets and
 // ServiceAccounts selector (a virtual node's identity) selects.
-func removeMirrors(ctx context.Context, member kubernetes.Interface, selector string) error {
+func removeMirrors(ctx context.Context, member kube.Interface, selector string) error {
 	core := member.CoreV1()
 	opts := metav1.ListOptions{LabelSelector: selector}
 	var errs []error
@@ -208,7 +208,7 @@ func removeMirrors(ctx context.Context, member kubernetes.Interface, selector st
 // removeVolumes deletes the host PersistentVolumes that stood for the
 // virtual node's member volumes, or were offered from it; their host
 // claims turn Lost, saying that their data was in a cluster that left.
-func removeVolumes(ctx context.Context, host kubernetes.Interface, selector string) error {
+func removeVolumes(ctx context.Context, host kube.Interface, selector string) error {
 	l, err := host.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return fmt.Errorf("list host volumes: %w", err)

@@ -8,9 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -23,7 +23,7 @@ const taintsAnnotation = wellknown.Prefix + "taints"
 // virtual-kubelet creates a node with them but only updates the status of
 // a node that exists, so a changed configuration would otherwise keep the
 // taints of the first start. Taints flotilla-node did not set are kept.
-func syncTaints(ctx context.Context, client kubernetes.Interface, want *corev1.Node) error {
+func syncTaints(ctx context.Context, client kube.Interface, want *corev1.Node) error {
 	nodes := client.CoreV1().Nodes()
 	desired := want.Spec.Taints
 	record, err := json.Marshal(desired)

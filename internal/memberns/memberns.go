@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -55,7 +55,7 @@ const (
 // ns, so that no flotilla deletes it later, and records an Event naming
 // what it found. Any error reading the namespace's contents keeps it and is
 // returned: the caller retries.
-func Release(ctx context.Context, client kubernetes.Interface, ns *corev1.Namespace, owner wellknown.Owner, clk clock.Clock) (Outcome, error) {
+func Release(ctx context.Context, client kube.Interface, ns *corev1.Namespace, owner wellknown.Owner, clk clock.Clock) (Outcome, error) {
 	foreign, err := Foreign(ctx, client, ns.Name, owner)
 	if err != nil {
 		return Kept, fmt.Errorf("read namespace %s before deleting it: %w", ns.Name, err)
@@ -125,7 +125,7 @@ func Release(ctx context.Context, client kubernetes.Interface, ns *corev1.Namesp
 // objects are not read: flotilla-node has no business listing them, and
 // they come with a ServiceAccount or pods of their own). An object with an owner reference is judged by its owner,
 // which is in the namespace too (a ReplicaSet's pods by the Deployment).
-func Foreign(ctx context.Context, client kubernetes.Interface, namespace string, owner wellknown.Owner) ([]string, error) {
+func Foreign(ctx context.Context, client kube.Interface, namespace string, owner wellknown.Owner) ([]string, error) {
 	opts := metav1.ListOptions{}
 	core, apps, batch := client.CoreV1(), client.AppsV1(), client.BatchV1()
 	kinds := []struct {
