@@ -3,30 +3,45 @@
 // authorization: a client certificate signed by the client CA or a bearer
 // token the host apiserver accepts (TokenReview), then a
 // SubjectAccessReview on the node's proxy, log, stats or metrics
-// subresource.
+// subresource, answers cached for the kubelet's default times.
 //
-// It takes the place of virtual-kubelet's nodeutil.WebhookAuth, which does
-// the same with the same libraries but links the apiserver's server options
-// (admission, CEL, etcd client) into flotilla-node for one retry backoff;
-// those packages' initialisation alone kept about 20 MiB of an idle
-// flotilla-node's memory.
+// It takes the place of virtual-kubelet's nodeutil.WebhookAuth. That one
+// builds the apiserver's delegating authenticator and authorizer, whose
+// webhook clients link the apiserver's webhook configuration (CEL match
+// conditions, egress selection, the Konnectivity client) and nodeutil the
+// server options (admission, the etcd client) besides: some 370 packages
+// flotilla-node never runs, whose code and initialisation kept memory of
+// every idle process. The two webhook calls are written here; the rest
+// (client certificates, bearer tokens, the token cache, the union of
+// authenticators) is the apiserver's own request authentication.
 package kubeletauth
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilcache "k8s.io/apimachinery/pkg/util/cache"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/request/anonymous"
+	"k8s.io/apiserver/pkg/authentication/group"
+	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
+	unionauth "k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/request/websocket"
+	"k8s.io/apiserver/pkg/authentication/request/x509"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -55,44 +70,176 @@ type Clients struct {
 	Authorization  authorizationv1.AuthorizationV1Interface
 }
 
+// The kubelet's defaults (k8s.io/kubernetes/pkg/kubelet/apis/config):
+// how long a token's review, an allowed and a denied access review are
+// remembered.
+const (
+	tokenTTL = 2 * time.Minute
+	allowTTL = 5 * time.Minute
+	denyTTL  = 30 * time.Second
+)
+
+// reviewCacheSize bounds the remembered access reviews.
+const reviewCacheSize = 1024
+
 // retryBackoff is the apiserver's default for its authentication and
-// authorization webhooks (k8s.io/apiserver/pkg/server/options).
-func retryBackoff() *wait.Backoff {
-	return &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
-}
+// authorization webhooks.
+var retryBackoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 
 // Webhook authenticates through TokenReview (and the client CA) and
-// authorizes through SubjectAccessReview on node nodeName, caching answers
-// for the kubelet's default times.
+// authorizes through SubjectAccessReview on node nodeName.
 func Webhook(c Clients, nodeName string, o Options) (Auth, error) {
-	authn := authenticatorfactory.DelegatingAuthenticatorConfig{
-		TokenAccessReviewClient:            c.Authentication,
-		CacheTTL:                           2 * time.Minute,
-		WebhookRetryBackoff:                retryBackoff(),
-		ClientCertificateCAContentProvider: o.ClientCA,
+	if c.Authentication == nil || c.Authorization == nil {
+		return nil, errors.New("kubelet endpoint auth: the authentication and authorization clients are required")
 	}
+	tokens := tokencache.New(tokenReviewer{c.Authentication.TokenReviews()}, false, tokenTTL, tokenTTL)
+	var authns []authenticator.Request
+	if o.ClientCA != nil {
+		authns = append(authns, x509.NewDynamic(o.ClientCA.VerifyOptions, x509.CommonNameUserConversion))
+	}
+	authns = append(authns, bearertoken.New(tokens), websocket.NewProtocolAuthenticator(tokens))
+	var req authenticator.Request = group.NewAuthenticatedGroupAdder(unionauth.New(authns...))
 	if o.Anonymous {
-		authn.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true}
+		// As the apiserver's: a request that fails to authenticate with an
+		// error is refused; one without credentials is anonymous.
+		req = unionauth.NewFailOnError(req, anonymous)
 	}
-	req, _, err := authn.New()
-	if err != nil {
-		return nil, fmt.Errorf("authentication: %w", err)
-	}
-	authz, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: c.Authorization,
-		AllowCacheTTL:             5 * time.Minute,
-		DenyCacheTTL:              30 * time.Second,
-		WebhookRetryBackoff:       retryBackoff(),
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("authorization: %w", err)
-	}
-	return auth{Request: req, Authorizer: authz, node: nodeName}, nil
+	return auth{
+		Request:    req,
+		Authorizer: &accessReviewer{c: c.Authorization.SubjectAccessReviews(), cache: utilcache.NewLRUExpireCache(reviewCacheSize)},
+		node:       nodeName,
+	}, nil
 }
+
+// anonymous is who a request without credentials is, when allowed.
+var anonymous = authenticator.RequestFunc(func(*http.Request) (*authenticator.Response, bool, error) {
+	return &authenticator.Response{User: &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
+})
 
 // AllowAll lets every request through as system:anonymous, for tests.
 func AllowAll() Auth {
-	return auth{Request: anonymous.NewAuthenticator(nil), Authorizer: authorizerfactory.NewAlwaysAllowAuthorizer()}
+	return auth{Request: anonymous, Authorizer: authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
+		return authorizer.DecisionAllow, "", nil
+	})}
+}
+
+// tokenReviewer asks the host apiserver who a bearer token is.
+type tokenReviewer struct {
+	c authenticationv1.TokenReviewInterface
+}
+
+func (t tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	var review *authnv1.TokenReview
+	err := withRetry(ctx, func() (err error) {
+		review, err = t.c.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("token review: %w", err)
+	}
+	st := review.Status
+	if !st.Authenticated {
+		if st.Error != "" {
+			return nil, false, errors.New(st.Error)
+		}
+		return nil, false, nil
+	}
+	var extra map[string][]string
+	if st.User.Extra != nil {
+		extra = make(map[string][]string, len(st.User.Extra))
+		for k, v := range st.User.Extra {
+			extra[k] = v
+		}
+	}
+	return &authenticator.Response{User: &user.DefaultInfo{
+		Name: st.User.Username, UID: st.User.UID, Groups: st.User.Groups, Extra: extra,
+	}}, true, nil
+}
+
+// accessReviewer asks the host apiserver whether a user may do what a
+// request asks of the node, remembering the answer.
+type accessReviewer struct {
+	c     authorizationv1.SubjectAccessReviewInterface
+	cache *utilcache.LRUExpireCache
+}
+
+func (a *accessReviewer) Authorize(ctx context.Context, attr authorizer.Attributes) (authorizer.Decision, string, error) {
+	var spec authzv1.SubjectAccessReviewSpec
+	if u := attr.GetUser(); u != nil {
+		spec = authzv1.SubjectAccessReviewSpec{User: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups()}
+		if ex := u.GetExtra(); ex != nil {
+			spec.Extra = make(map[string]authzv1.ExtraValue, len(ex))
+			for k, v := range ex {
+				spec.Extra[k] = v
+			}
+		}
+	}
+	spec.ResourceAttributes = &authzv1.ResourceAttributes{
+		Namespace: attr.GetNamespace(), Verb: attr.GetVerb(), Group: attr.GetAPIGroup(), Version: attr.GetAPIVersion(),
+		Resource: attr.GetResource(), Subresource: attr.GetSubresource(), Name: attr.GetName(),
+	}
+	key, err := json.Marshal(spec)
+	if err != nil {
+		return authorizer.DecisionNoOpinion, "", err
+	}
+	var st authzv1.SubjectAccessReviewStatus
+	if cached, ok := a.cache.Get(string(key)); ok {
+		st = cached.(authzv1.SubjectAccessReviewStatus)
+	} else {
+		var review *authzv1.SubjectAccessReview
+		err := withRetry(ctx, func() (err error) {
+			review, err = a.c.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return authorizer.DecisionNoOpinion, "", fmt.Errorf("subject access review: %w", err)
+		}
+		st = review.Status
+		ttl := denyTTL
+		if st.Allowed {
+			ttl = allowTTL
+		}
+		a.cache.Add(string(key), st, ttl)
+	}
+	switch {
+	case st.Allowed && st.Denied:
+		return authorizer.DecisionDeny, st.Reason, errors.New("subject access review both allowed and denied the request")
+	case st.Denied:
+		return authorizer.DecisionDeny, st.Reason, nil
+	case st.Allowed:
+		return authorizer.DecisionAllow, st.Reason, nil
+	}
+	return authorizer.DecisionNoOpinion, st.Reason, nil
+}
+
+// withRetry calls f until it succeeds, fails for good or retryBackoff
+// runs out, retrying what the apiserver's webhooks retry: lost
+// connections, internal errors, timeouts and throttling.
+func withRetry(ctx context.Context, f func() error) error {
+	var last error
+	err := wait.ExponentialBackoffWithContext(ctx, retryBackoff, func(context.Context) (bool, error) {
+		last = f()
+		switch {
+		case last == nil:
+			return true, nil
+		case transient(last):
+			return false, nil
+		}
+		return false, last
+	})
+	if wait.Interrupted(err) && last != nil {
+		return last
+	}
+	return err
+}
+
+func transient(err error) bool {
+	if utilnet.IsConnectionReset(err) || utilnet.IsHTTP2ConnectionLost(err) || apierrors.IsInternalError(err) ||
+		apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) {
+		return true
+	}
+	_, retry := apierrors.SuggestsClientDelay(err)
+	return retry
 }
 
 type auth struct {

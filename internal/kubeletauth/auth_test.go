@@ -1,7 +1,9 @@
 package kubeletauth
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,6 +12,8 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
@@ -45,7 +49,8 @@ func reviewer(t *testing.T, review func(token string) *authnv1.UserInfo, authori
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	cfg := &rest.Config{Host: srv.URL}
+	// JSON, which this stand-in speaks; the clients' default is protobuf.
+	cfg := &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
 	authn, err := authenticationv1.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +152,93 @@ func TestAnonymous(t *testing.T) {
 	if w.Code != http.StatusForbidden {
 		t.Errorf("status %d, want 403", w.Code)
 	}
-	if user := <-users; user != "system:anonymous" {
-		t.Errorf("reviewed user %q, want system:anonymous", user)
+	select {
+	case user := <-users:
+		if user != "system:anonymous" {
+			t.Errorf("reviewed user %q, want system:anonymous", user)
+		}
+	default:
+		t.Error("no access review for the anonymous request")
 	}
+}
+
+// TestReviewsRemembered: a token's review and an access review's answer
+// are remembered, as the kubelet's webhook auth does, so repeated calls
+// (kubectl logs -f reconnecting, metrics scrapes) do not each cost two
+// requests to the host apiserver; and a review the apiserver fails with
+// an internal error is retried.
+func TestReviewsRemembered(t *testing.T) {
+	var mu sync.Mutex
+	tokenReviews, accessReviews, failures := 0, 0, 1
+	clients := reviewer(t, func(token string) *authnv1.UserInfo {
+		mu.Lock()
+		defer mu.Unlock()
+		tokenReviews++
+		return &authnv1.UserInfo{Username: "alice"}
+	}, func(spec authzv1.SubjectAccessReviewSpec) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		accessReviews++
+		return spec.ResourceAttributes.Subresource == "metrics"
+	})
+	// The first access review fails with a 500: retried.
+	clients.Authorization = failingFirst{AuthorizationV1Interface: clients.Authorization, failures: &failures, mu: &mu}
+	auth, err := Webhook(clients, "beijing", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(auth, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), log.L)
+	for range 3 {
+		for _, path := range []string{"/metrics/resource", "/exec/ns/pod/c"} {
+			r := httptest.NewRequest(http.MethodGet, path, nil)
+			r.Header.Set("Authorization", "Bearer alice-token")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			want := http.StatusForbidden
+			if path == "/metrics/resource" {
+				want = http.StatusOK
+			}
+			if w.Code != want {
+				t.Errorf("%s: status %d, want %d (%s)", path, w.Code, want, w.Body.String())
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if tokenReviews != 1 || accessReviews != 2 {
+		t.Errorf("%d token reviews and %d access reviews for 6 requests of one user, want 1 and 2 (one allowed, one denied)", tokenReviews, accessReviews)
+	}
+	if failures != 0 {
+		t.Error("the failing access review was not retried")
+	}
+}
+
+// failingFirst fails the first *failures access reviews with an internal
+// error.
+type failingFirst struct {
+	authorizationv1.AuthorizationV1Interface
+	failures *int
+	mu       *sync.Mutex
+}
+
+func (f failingFirst) SubjectAccessReviews() authorizationv1.SubjectAccessReviewInterface {
+	return failingReviews{SubjectAccessReviewInterface: f.AuthorizationV1Interface.SubjectAccessReviews(), f: f}
+}
+
+type failingReviews struct {
+	authorizationv1.SubjectAccessReviewInterface
+	f failingFirst
+}
+
+func (r failingReviews) Create(ctx context.Context, sar *authzv1.SubjectAccessReview, o metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+	r.f.mu.Lock()
+	fail := *r.f.failures > 0
+	if fail {
+		*r.f.failures--
+	}
+	r.f.mu.Unlock()
+	if fail {
+		return nil, apierrors.NewInternalError(errors.New("etcd is busy"))
+	}
+	return r.SubjectAccessReviewInterface.Create(ctx, sar, o)
 }
