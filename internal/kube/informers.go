@@ -191,101 +191,42 @@ func listWatch(c Interface, obj runtime.Object, ns string) (listFunc, watchFunc)
 // The typed informers, as client-go's informers/core/v1 and storage/v1
 // give them (the interfaces virtual-kubelet takes).
 
-func (f *Factory) Pods() coreinformers.PodInformer { return podInformer{f.typed(&corev1.Pod{})} }
+func (f *Factory) Pods() coreinformers.PodInformer {
+	return typedInformer[corelisters.PodLister]{f.typed(&corev1.Pod{}), corelisters.NewPodLister}
+}
 func (f *Factory) Nodes() coreinformers.NodeInformer {
-	return nodeInformer{f.typed(&corev1.Node{})}
+	return typedInformer[corelisters.NodeLister]{f.typed(&corev1.Node{}), corelisters.NewNodeLister}
 }
 func (f *Factory) Namespaces() coreinformers.NamespaceInformer {
-	return namespaceInformer{f.typed(&corev1.Namespace{})}
+	return typedInformer[corelisters.NamespaceLister]{f.typed(&corev1.Namespace{}), corelisters.NewNamespaceLister}
 }
 func (f *Factory) Services() coreinformers.ServiceInformer {
-	return serviceInformer{f.typed(&corev1.Service{})}
+	return typedInformer[corelisters.ServiceLister]{f.typed(&corev1.Service{}), corelisters.NewServiceLister}
 }
 func (f *Factory) Secrets() coreinformers.SecretInformer {
-	return secretInformer{f.typed(&corev1.Secret{})}
+	return typedInformer[corelisters.SecretLister]{f.typed(&corev1.Secret{}), corelisters.NewSecretLister}
 }
 func (f *Factory) ConfigMaps() coreinformers.ConfigMapInformer {
-	return configMapInformer{f.typed(&corev1.ConfigMap{})}
+	return typedInformer[corelisters.ConfigMapLister]{f.typed(&corev1.ConfigMap{}), corelisters.NewConfigMapLister}
 }
 func (f *Factory) ServiceAccounts() coreinformers.ServiceAccountInformer {
-	return serviceAccountInformer{f.typed(&corev1.ServiceAccount{})}
+	return typedInformer[corelisters.ServiceAccountLister]{f.typed(&corev1.ServiceAccount{}), corelisters.NewServiceAccountLister}
 }
 func (f *Factory) PersistentVolumes() coreinformers.PersistentVolumeInformer {
-	return pvInformer{f.typed(&corev1.PersistentVolume{})}
+	return typedInformer[corelisters.PersistentVolumeLister]{f.typed(&corev1.PersistentVolume{}), corelisters.NewPersistentVolumeLister}
 }
 func (f *Factory) PersistentVolumeClaims() coreinformers.PersistentVolumeClaimInformer {
-	return pvcInformer{f.typed(&corev1.PersistentVolumeClaim{})}
+	return typedInformer[corelisters.PersistentVolumeClaimLister]{f.typed(&corev1.PersistentVolumeClaim{}), corelisters.NewPersistentVolumeClaimLister}
 }
 func (f *Factory) StorageClasses() storageinformers.StorageClassInformer {
-	return storageClassInformer{f.typed(&storagev1.StorageClass{})}
+	return typedInformer[storagelisters.StorageClassLister]{f.typed(&storagev1.StorageClass{}), storagelisters.NewStorageClassLister}
 }
 
-type podInformer struct{ inf cache.SharedIndexInformer }
-
-func (i podInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i podInformer) Lister() corelisters.PodLister {
-	return corelisters.NewPodLister(i.inf.GetIndexer())
+// typedInformer is an informer with its typed lister L.
+type typedInformer[L any] struct {
+	inf       cache.SharedIndexInformer
+	newLister func(cache.Indexer) L
 }
 
-type nodeInformer struct{ inf cache.SharedIndexInformer }
-
-func (i nodeInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i nodeInformer) Lister() corelisters.NodeLister {
-	return corelisters.NewNodeLister(i.inf.GetIndexer())
-}
-
-type namespaceInformer struct{ inf cache.SharedIndexInformer }
-
-func (i namespaceInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i namespaceInformer) Lister() corelisters.NamespaceLister {
-	return corelisters.NewNamespaceLister(i.inf.GetIndexer())
-}
-
-type serviceInformer struct{ inf cache.SharedIndexInformer }
-
-func (i serviceInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i serviceInformer) Lister() corelisters.ServiceLister {
-	return corelisters.NewServiceLister(i.inf.GetIndexer())
-}
-
-type secretInformer struct{ inf cache.SharedIndexInformer }
-
-func (i secretInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i secretInformer) Lister() corelisters.SecretLister {
-	return corelisters.NewSecretLister(i.inf.GetIndexer())
-}
-
-type configMapInformer struct{ inf cache.SharedIndexInformer }
-
-func (i configMapInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i configMapInformer) Lister() corelisters.ConfigMapLister {
-	return corelisters.NewConfigMapLister(i.inf.GetIndexer())
-}
-
-type serviceAccountInformer struct{ inf cache.SharedIndexInformer }
-
-func (i serviceAccountInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i serviceAccountInformer) Lister() corelisters.ServiceAccountLister {
-	return corelisters.NewServiceAccountLister(i.inf.GetIndexer())
-}
-
-type pvInformer struct{ inf cache.SharedIndexInformer }
-
-func (i pvInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i pvInformer) Lister() corelisters.PersistentVolumeLister {
-	return corelisters.NewPersistentVolumeLister(i.inf.GetIndexer())
-}
-
-type pvcInformer struct{ inf cache.SharedIndexInformer }
-
-func (i pvcInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i pvcInformer) Lister() corelisters.PersistentVolumeClaimLister {
-	return corelisters.NewPersistentVolumeClaimLister(i.inf.GetIndexer())
-}
-
-type storageClassInformer struct{ inf cache.SharedIndexInformer }
-
-func (i storageClassInformer) Informer() cache.SharedIndexInformer { return i.inf }
-func (i storageClassInformer) Lister() storagelisters.StorageClassLister {
-	return storagelisters.NewStorageClassLister(i.inf.GetIndexer())
-}
+func (i typedInformer[L]) Informer() cache.SharedIndexInformer { return i.inf }
+func (i typedInformer[L]) Lister() L                           { return i.newLister(i.inf.GetIndexer()) }
