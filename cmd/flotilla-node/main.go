@@ -31,6 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
+	// client-go's work queue metrics, into legacyregistry (README,
+	// "Metrics"): named work queues report only once a provider is set.
+	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/component-base/metrics/legacyregistry"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
@@ -85,4 +87,32 @@ func TestPullModeFlags(t *testing.T) {
 			t.Errorf("%v: error %v, want one saying %q", tc.args, err, tc.wantErr)
 		}
 	}
+}
+
+// TestWorkQueueMetrics: flotilla-node's named work queues report the
+// documented workqueue_* series through the registry it serves; they
+// did only while a dependency happened to set client-go's metrics
+// provider.
+func TestWorkQueueMetrics(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "metrics-test"})
+	defer q.ShutDown()
+	q.Add("a")
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "workqueue_adds_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == "metrics-test" && m.GetCounter().GetValue() == 1 {
+					return
+				}
+			}
+		}
+	}
+	t.Error("no workqueue_adds_total{name=metrics-test} 1 in the served registry")
 }
