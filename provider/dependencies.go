@@ -68,7 +68,10 @@ type dependencies struct {
 	env   *env
 	fwd   lifecycle
 	queue workqueue.TypedRateLimitingInterface[string]
-	kinds map[string]mirrorer
+	// secrets and configMaps read the data the host caches leave out.
+	secrets    *hostContents[*corev1.Secret]
+	configMaps *hostContents[*corev1.ConfigMap]
+	kinds      map[string]mirrorer
 
 	hostSAs     corev1listers.ServiceAccountLister
 	mirroredSAs corev1listers.ServiceAccountLister
@@ -110,14 +113,26 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 	mSAs := ownInformer(&corev1.ServiceAccount{})
 	host := e.cfg.HostInformers
 	hSecrets, hConfigMaps, hSAs := host.Secrets(), host.ConfigMaps(), host.ServiceAccounts()
+	// The host caches hold Secrets and ConfigMaps without their data
+	// (HostObjectTransform); a mirror reads the data of those it copies.
+	hostCore := e.cfg.HostClient.CoreV1()
+	d.secrets = newHostContents(func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
+		return hostCore.Secrets(ns).Get(ctx, n, metav1.GetOptions{})
+	})
+	d.configMaps = newHostContents(func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
+		return hostCore.ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
+	})
 
 	secrets, configMaps, sas := corev1listers.NewSecretLister(mSecrets.GetIndexer()),
 		corev1listers.NewConfigMapLister(mConfigMaps.GetIndexer()), corev1listers.NewServiceAccountLister(mSAs.GetIndexer())
 	owns := func(o metav1.Object) bool { return e.ours(o) }
 	d.kinds = map[string]mirrorer{
 		kindSecret: secretMirror(e.cfg.MemberClient,
-			func(ns, n string) (*corev1.Secret, error) {
+			func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
 				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
+				if err == nil {
+					obj, err = d.secrets.of(ctx, obj)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -127,8 +142,11 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				return ownCopy[*corev1.Secret](e, kindSecret, n)(secrets.Secrets(ns).Get(n))
 			}, owns),
 		kindConfigMap: configMapMirror(e.cfg.MemberClient,
-			func(ns, n string) (*corev1.ConfigMap, error) {
+			func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
 				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
+				if err == nil {
+					obj, err = d.configMaps.of(ctx, obj)
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -138,7 +156,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				return ownCopy[*corev1.ConfigMap](e, kindConfigMap, n)(configMaps.ConfigMaps(ns).Get(n))
 			}, owns),
 		kindServiceAccount: serviceAccountMirror(e.cfg.MemberClient,
-			func(ns, n string) (*corev1.ServiceAccount, error) {
+			func(_ context.Context, ns, n string) (*corev1.ServiceAccount, error) {
 				obj, err := hSAs.Lister().ServiceAccounts(ns).Get(n)
 				if err != nil {
 					return nil, err
@@ -211,7 +229,10 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				}
 			},
 			UpdateFunc: func(_, cur any) { d.enqueueHost(kind, cur) },
-			DeleteFunc: func(obj any) { d.enqueueHost(kind, obj) },
+			DeleteFunc: func(obj any) {
+				d.forgetContent(obj)
+				d.enqueueHost(kind, obj)
+			},
 		}); err != nil {
 			return nil, fmt.Errorf("watch host %ss: %w", kind, err)
 		}
@@ -302,6 +323,16 @@ func (d *dependencies) enqueueMirror(kind string, obj any) {
 func (d *dependencies) enqueueHost(kind string, obj any) {
 	if m := objectOf(obj); m != nil {
 		d.queue.Add(dependencyKey(kind, m.GetNamespace(), m.GetName()))
+	}
+}
+
+// forgetContent drops what was read of a host object that is gone.
+func (d *dependencies) forgetContent(obj any) {
+	switch o := objectOf(obj).(type) {
+	case *corev1.Secret:
+		d.secrets.forget(o.UID)
+	case *corev1.ConfigMap:
+		d.configMaps.forget(o.UID)
 	}
 }
 

@@ -231,7 +231,7 @@ func secretWorld(host map[string]*corev1.Secret, member ...*corev1.Secret) (*kin
 	c := fake.NewClientset(objs...)
 	owns := func(o metav1.Object) bool { return o.GetLabels()[wellknown.InstallationLabel] == "host-1" }
 	k := secretMirror(c,
-		func(ns, name string) (*corev1.Secret, error) {
+		func(_ context.Context, ns, name string) (*corev1.Secret, error) {
 			if s, ok := host[ns+"/"+name]; ok {
 				return s, nil
 			}

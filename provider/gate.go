@@ -25,7 +25,7 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (
 	var present, missing, optional []dependency
 	var pull []string
 	for _, dep := range d.hostPodDependencies(host) {
-		exists, err := d.kinds[dep.kind].inHost(host.Namespace, dep.name)
+		exists, err := d.kinds[dep.kind].inHost(ctx, host.Namespace, dep.name)
 		if err != nil {
 			return false, fmt.Errorf("read %s %s/%s: %w", dep.kind, host.Namespace, dep.name, err)
 		}

@@ -100,7 +100,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: testNode})
 
 	// The caches hold what flotilla-node's hold (see podcache.go).
-	hostFactory := kube.NewFactory(w.host, kube.WithTransform(StripManagedFields))
+	hostFactory := kube.NewFactory(w.host, kube.WithTransform(HostObjectTransform))
 	memberFactory := kube.NewFactory(w.member, kube.WithTransform(MemberPodTransform(testInstallation)))
 	// As in flotilla-node, the process's host pod informer watches the
 	// pods bound to its node (the fake ignores the field selector; tests

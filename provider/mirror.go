@@ -65,7 +65,7 @@ const (
 type mirrorer interface {
 	// inHost reports whether the host object exists; an error means that
 	// it cannot be told yet (a cache or the override policies not read).
-	inHost(hostNS, name string) (bool, error)
+	inHost(ctx context.Context, hostNS, name string) (bool, error)
 	apply(ctx context.Context, hostNS, name string, t Target) (outcome, error)
 	remove(ctx context.Context, memberNS, name string) error
 }
@@ -75,7 +75,7 @@ type mirrorer interface {
 // copies (objects carrying this node's identity labels) only.
 type kindMirror[T mirrorObject] struct {
 	kind   string
-	host   func(ns, name string) (T, error)
+	host   func(ctx context.Context, ns, name string) (T, error)
 	mirror func(ns, name string) (T, error)
 	client func(ns string) objectClient[T]
 	owns   func(metav1.Object) bool
@@ -91,8 +91,8 @@ type kindMirror[T mirrorObject] struct {
 
 var _ mirrorer = (*kindMirror[*corev1.Secret])(nil)
 
-func (k *kindMirror[T]) inHost(hostNS, name string) (bool, error) {
-	_, err := k.host(hostNS, name)
+func (k *kindMirror[T]) inHost(ctx context.Context, hostNS, name string) (bool, error) {
+	_, err := k.host(ctx, hostNS, name)
 	switch {
 	case err == nil:
 		return true, nil
@@ -123,7 +123,7 @@ func (k *kindMirror[T]) same(cur, want T) bool {
 // writing only what differs. A member object of that name that flotilla does
 // not manage is left alone and reported as notOwned.
 func (k *kindMirror[T]) apply(ctx context.Context, hostNS, name string, t Target) (outcome, error) {
-	src, err := k.host(hostNS, name)
+	src, err := k.host(ctx, hostNS, name)
 	if apierrors.IsNotFound(err) {
 		return absentInHost, nil
 	}
@@ -202,7 +202,7 @@ func (k *kindMirror[T]) remove(ctx context.Context, memberNS, name string) error
 	return nil
 }
 
-func secretMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.Secret, error), owns func(metav1.Object) bool) *kindMirror[*corev1.Secret] {
+func secretMirror(c kube.Interface, host func(ctx context.Context, ns, name string) (*corev1.Secret, error), mirror func(ns, name string) (*corev1.Secret, error), owns func(metav1.Object) bool) *kindMirror[*corev1.Secret] {
 	return &kindMirror[*corev1.Secret]{
 		kind: kindSecret, host: host, mirror: mirror, owns: owns,
 		client: func(ns string) objectClient[*corev1.Secret] { return c.CoreV1().Secrets(ns) },
@@ -231,7 +231,7 @@ func secretMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.
 	}
 }
 
-func configMapMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.ConfigMap, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ConfigMap] {
+func configMapMirror(c kube.Interface, host func(ctx context.Context, ns, name string) (*corev1.ConfigMap, error), mirror func(ns, name string) (*corev1.ConfigMap, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ConfigMap] {
 	sameData := func(a, b *corev1.ConfigMap) bool {
 		return equality.Semantic.DeepEqual(a.Data, b.Data) && equality.Semantic.DeepEqual(a.BinaryData, b.BinaryData)
 	}
@@ -256,7 +256,7 @@ func configMapMirror(c kube.Interface, host, mirror func(ns, name string) (*core
 // serviceAccountMirror copies a ServiceAccount's name, image pull secrets and
 // token automount setting. Its legacy token Secrets are not copied: the
 // member issues the tokens of its own copy.
-func serviceAccountMirror(c kube.Interface, host, mirror func(ns, name string) (*corev1.ServiceAccount, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ServiceAccount] {
+func serviceAccountMirror(c kube.Interface, host func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error), mirror func(ns, name string) (*corev1.ServiceAccount, error), owns func(metav1.Object) bool) *kindMirror[*corev1.ServiceAccount] {
 	return &kindMirror[*corev1.ServiceAccount]{
 		kind: kindServiceAccount, host: host, mirror: mirror, owns: owns,
 		client: func(ns string) objectClient[*corev1.ServiceAccount] { return c.CoreV1().ServiceAccounts(ns) },

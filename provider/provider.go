@@ -84,6 +84,8 @@ type Config struct {
 	// HostInformers is the host's shared informer factory; the provider
 	// registers Secret, ConfigMap and ServiceAccount informers (the objects
 	// pods depend on, see dependencies.go) and never starts the factory itself.
+	// Its transform is HostObjectTransform: the data of the Secrets and
+	// ConfigMaps it caches is read when they are mirrored.
 	HostInformers *kube.Factory
 	// Overrides, when set, applies the override policies that target this
 	// virtual node to each pod before it is translated and forwarded.

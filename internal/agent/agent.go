@@ -160,7 +160,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	// Member pods this installation forwarded are cached with only what
 	// flotilla reads of them; see provider.MemberPodTransform.
 	memberInformers := kube.NewFactory(cfg.MemberClient, kube.WithTransform(provider.MemberPodTransform(cfg.Installation)))
-	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.StripManagedFields))
+	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform))
 	// One informer watches the host pods of every virtual node of the
 	// process; each node sees its own through provider.NodePodInformer.
 	var names []string
