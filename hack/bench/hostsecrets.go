@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// hostSecrets measures what the host's Secrets cost flotilla-node when no
+// pod uses them: a host keeps every Helm release as a Secret of up to a
+// megabyte, and every flotilla-node watches every Secret of the host.
+// --host-secrets Secrets of --host-secret-kib KiB each are created in the
+// host; once all are written and --settle has passed, flotilla-node's RSS
+// (the largest of them) is read again; then they are deleted. Opt-in.
+type hostSecrets struct{}
+
+func (hostSecrets) name() string          { return "hostsecrets" }
+func (hostSecrets) applies(m mode) bool   { return m == modeFlotilla }
+func (hostSecrets) peakPods(*options) int { return 0 }
+
+// hostSecretsPrefix prefixes the scenario's metrics.
+const hostSecretsPrefix = "hostsecrets."
+
+// hostSecretsLabel marks the scenario's Secrets, for their deletion.
+const hostSecretsLabel = "bench.flotilla.io/host-secrets"
+
+func (hostSecrets) run(ctx context.Context, t *target, run int, s sample) error {
+	largestRSS := func() (float64, error) {
+		var largest int64
+		for _, c := range t.members {
+			ps, err := readProc(t.fleet.Node(c.Name).Pid())
+			if err != nil {
+				return 0, err
+			}
+			largest = max(largest, ps.RSSBytes)
+		}
+		return float64(largest) / (1 << 20), nil
+	}
+	before, err := largestRSS()
+	if err != nil {
+		return err
+	}
+	secrets := t.user.Client().CoreV1().Secrets(benchNamespace)
+	n, size := t.opts.hostSecrets, t.opts.hostSecretKiB<<10
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i*7 + run) // not all zeros, which a transport could compress away
+	}
+	for i := range n {
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("release-%d-%d", run, i), Labels: map[string]string{hostSecretsLabel: strconv.Itoa(run)}},
+			Type:       "helm.sh/release.v1",
+			Data:       map[string][]byte{"release": data},
+		}
+		if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create host Secret %d of %d: %w", i+1, n, err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(t.opts.settle):
+	}
+	after, err := largestRSS()
+	if err != nil {
+		return err
+	}
+	s[hostSecretsPrefix+"data_mib"] = float64(n*size) / (1 << 20)
+	s[hostSecretsPrefix+"node_rss_before_mib"] = before
+	s[hostSecretsPrefix+"node_rss_after_mib"] = after
+	s[hostSecretsPrefix+"node_rss_added_mib"] = after - before
+	t.logf("%s run %d: %d host Secrets of %d KiB: flotilla-node RSS %.1f → %.1f MiB", t.mode, run, n, t.opts.hostSecretKiB, before, after)
+	return secrets.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: hostSecretsLabel + "=" + strconv.Itoa(run)})
+}
