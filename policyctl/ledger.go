@@ -47,6 +47,8 @@ type liveView struct {
 	// epoch is the ledger's epoch() read before the cache was listed: the
 	// view shows every pod that arrived up to it, except those gone since.
 	epoch uint64
+	// revisions holds the revisions of the pods (revisionOf).
+	revisions map[string]bool
 }
 
 func newLedger(c clock.PassiveClock) *ledger {

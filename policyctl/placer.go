@@ -173,12 +173,13 @@ func (p *placer) live(ctx context.Context, tpl Template) (liveView, error) {
 	if err != nil {
 		return liveView{}, err
 	}
-	v := liveView{counts: map[string]int32{}, seen: map[string]bool{}, costs: map[string]map[int32]bool{}}
+	v := liveView{counts: map[string]int32{}, seen: map[string]bool{}, costs: map[string]map[int32]bool{}, revisions: map[string]bool{}}
 	for _, pod := range pods {
 		v.seen[pod.Annotations[AssignmentAnnotation]] = true
 		if podstate.Leaving(pod) {
 			continue
 		}
+		v.revisions[revisionOf(pod)] = true
 		c := pod.Annotations[ClusterAnnotation]
 		if c == "" {
 			continue

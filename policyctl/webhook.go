@@ -123,12 +123,10 @@ func (h *PodPlacer) placeByPolicy(ctx context.Context, pod *corev1.Pod) (bool, s
 			p.assigned = propagation.Next(pl.decision, map[string]int32{})
 			break
 		}
-		epoch := h.ledger.epoch()
-		live, err := h.placer.live(ctx, tpl)
+		live, err := h.settledView(ctx, tpl, pl.decision, pod)
 		if err != nil {
 			return false, "", err
 		}
-		live.epoch = epoch
 		p.assignmentID = rand.String(10)
 		p.assigned, p.deletionCost = h.ledger.reserve(tpl.UID, p.assignmentID, live, func(counts map[string]int32) string {
 			return propagation.Next(pl.decision, counts)
