@@ -309,14 +309,17 @@ func Handler(a Auth, h http.Handler, logger log.Logger) http.Handler {
 			return
 		}
 		attrs := a.Attributes(resp.User, r)
+		what := fmt.Sprintf("(user=%s, verb=%s, resource=nodes, subresource=%s)", resp.User.GetName(), attrs.GetVerb(), attrs.GetSubresource())
 		decision, reason, err := a.Authorize(r.Context(), attrs)
 		if err != nil {
+			// The caller learns that it failed, as from a kubelet; the
+			// log says why.
 			logger.WithError(err).WithField("user", resp.User.GetName()).Warn("kubelet API: cannot authorize a request")
-			http.Error(w, "authorization failed: "+err.Error(), http.StatusInternalServerError)
+			http.Error(w, "Authorization error "+what, http.StatusInternalServerError)
 			return
 		}
 		if decision != authorizer.DecisionAllow {
-			msg := fmt.Sprintf("Forbidden (user=%s, verb=%s, resource=nodes, subresource=%s)", resp.User.GetName(), attrs.GetVerb(), attrs.GetSubresource())
+			msg := "Forbidden " + what
 			if reason != "" {
 				msg += ": " + reason
 			}

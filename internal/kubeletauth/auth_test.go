@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -241,4 +242,46 @@ func (r failingReviews) Create(ctx context.Context, sar *authzv1.SubjectAccessRe
 		return nil, apierrors.NewInternalError(errors.New("etcd is busy"))
 	}
 	return r.SubjectAccessReviewInterface.Create(ctx, sar, o)
+}
+
+// TestReviewFailure: when the access review itself fails (here flotilla-node
+// may not create SubjectAccessReviews), the caller gets a 500 that names
+// the request, not the host apiserver's answer, and the request is not
+// served.
+func TestReviewFailure(t *testing.T) {
+	clients := reviewer(t, func(string) *authnv1.UserInfo { return &authnv1.UserInfo{Username: "alice"} },
+		func(authzv1.SubjectAccessReviewSpec) bool { return true })
+	clients.Authorization = forbiddenReviews{clients.Authorization}
+	auth, err := Webhook(clients, "beijing", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := false
+	r := httptest.NewRequest(http.MethodGet, "/containerLogs/ns/pod/c", nil)
+	r.Header.Set("Authorization", "Bearer alice-token")
+	w := httptest.NewRecorder()
+	Handler(auth, http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served = true }), log.L).ServeHTTP(w, r)
+	if w.Code != http.StatusInternalServerError || served {
+		t.Errorf("status %d, served %v; want 500, not served", w.Code, served)
+	}
+	if body := w.Body.String(); strings.Contains(body, "system:serviceaccount") || !strings.Contains(body, "user=alice") {
+		t.Errorf("body %q: want the request named and the apiserver's answer left out", body)
+	}
+}
+
+type forbiddenReviews struct {
+	authorizationv1.AuthorizationV1Interface
+}
+
+func (f forbiddenReviews) SubjectAccessReviews() authorizationv1.SubjectAccessReviewInterface {
+	return forbiddenCreate{f.AuthorizationV1Interface.SubjectAccessReviews()}
+}
+
+type forbiddenCreate struct {
+	authorizationv1.SubjectAccessReviewInterface
+}
+
+func (forbiddenCreate) Create(context.Context, *authzv1.SubjectAccessReview, metav1.CreateOptions) (*authzv1.SubjectAccessReview, error) {
+	return nil, apierrors.NewForbidden(authzv1.Resource("subjectaccessreviews"), "",
+		errors.New(`User "system:serviceaccount:flotilla:node" cannot create resource "subjectaccessreviews"`))
 }
