@@ -6,22 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
-
-	"github.com/sirupsen/logrus"
-
-	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 )
 
 // laggingCache shows a deleted pod in its template's pod lists until it
@@ -68,46 +56,16 @@ func (c *laggingCache) List(ctx context.Context, list client.ObjectList, opts ..
 // deletes it instead of the replica the decision wants gone. The admission
 // waits for the cache to catch up; a rollout's new revision does not.
 func TestReplacementWaitsForTheCache(t *testing.T) {
-	pol := &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
-			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
-				ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
-				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-				WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
-					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}, Weight: 2},
-					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"hangzhou"}}, Weight: 1},
-				}},
-			}},
-		},
-	}
-	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](6)}}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
-		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
-		Build()
+	c := twoToOne(t, 6)
 	cache := &laggingCache{Reader: c}
-	h := &PodPlacer{cache: cache, placer: newPlacer(cache), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
-		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
+	h := newTestPlacer(t, cache)
 	admit := func(hash string) *corev1.Pod {
 		t.Helper()
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-1-", Namespace: "shop",
-			Labels:          map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-		raw, err := json.Marshal(pod)
+		raw, err := json.Marshal(replicaOf("web-1", map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp := h.handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-			Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: raw},
-			Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-		}})
-		placed, err := patched(raw, resp)
+		placed, err := admitCreate(t.Context(), h, raw)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package policyctl
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -97,35 +98,10 @@ func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
 // exact, and each pod of a cluster gets a pod-deletion-cost of its own, so
 // that a scale-down deletes the replicas the smaller split does not keep.
 func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
-	pol := &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
-			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
-				ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
-				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
-				WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
-					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}, Weight: 2},
-					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"hangzhou"}}, Weight: 1},
-				}},
-			}},
-		},
-	}
 	const replicas = 30
-	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](replicas)}}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
-		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
-		Build()
-	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
-		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-1-", Namespace: "shop",
-		OwnerReferences: rs.OwnerReferences[:0:0]}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs", Controller: ptr.To(true)}}
-	raw, err := json.Marshal(pod)
+	c := twoToOne(t, replicas)
+	h := newTestPlacer(t, c)
+	raw, err := json.Marshal(replicaOf("web-1", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +111,7 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 	var wg sync.WaitGroup
 	for range replicas {
 		wg.Go(func() {
-			resp := h.handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
-				Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: raw},
-				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
-			}})
-			placed, err := patched(raw, resp)
+			placed, err := admitCreate(t.Context(), h, raw)
 			if err != nil {
 				t.Error(err)
 				return
@@ -161,6 +133,58 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 	if len(costs["beijing"]) != 20 || len(costs["hangzhou"]) != 10 {
 		t.Errorf("split beijing %d / hangzhou %d, want 20/10", len(costs["beijing"]), len(costs["hangzhou"]))
 	}
+}
+
+// twoToOne is a cache holding Deployment shop/web of replicas pods (its
+// ReplicaSet web-1, UID rs) placed by a Divided policy with static weights
+// 2:1 on virtual nodes beijing and hangzhou, indexed as flotilla-policy's.
+func twoToOne(t *testing.T, replicas int32) client.Client {
+	t.Helper()
+	pol := &policyv1alpha1.PropagationPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
+		Spec: policyv1alpha1.PropagationSpec{
+			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}},
+			Placement: policyv1alpha1.Placement{ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{
+				ReplicaSchedulingType:     policyv1alpha1.ReplicaSchedulingTypeDivided,
+				ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceWeighted,
+				WeightPreference: &policyv1alpha1.ClusterPreferences{StaticWeightList: []policyv1alpha1.StaticClusterWeight{
+					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}, Weight: 2},
+					{TargetCluster: policyv1alpha1.ClusterAffinity{ClusterNames: []string{"hangzhou"}}, Weight: 1},
+				}},
+			}},
+		},
+	}
+	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)}}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
+	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
+		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		Build()
+}
+
+// newTestPlacer is the webhook over cache.
+func newTestPlacer(t *testing.T, cache client.Reader) *PodPlacer {
+	return &PodPlacer{cache: cache, placer: newPlacer(cache), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
+		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
+}
+
+// replicaOf is a pod ReplicaSet rs creates, with labels.
+func replicaOf(rs string, labels map[string]string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: rs + "-", Namespace: "shop", Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: "rs", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
+}
+
+// admitCreate is the pod the webhook makes of the creation of pod raw in
+// namespace shop.
+func admitCreate(ctx context.Context, h *PodPlacer, raw []byte) (*corev1.Pod, error) {
+	resp := h.handle(ctx, admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: raw},
+		Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+	}})
+	return patched(raw, resp)
 }
 
 // patched is the pod the webhook's response makes of raw.
