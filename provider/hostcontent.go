@@ -33,20 +33,14 @@ func HostObjectTransform(obj any) (any, error) {
 // one Secret reads it once, and a change to the Secret once more. What is
 // read is kept while it is the current version of an object in use: until
 // the cache shows a newer one, or forget.
-type hostContents[T interface {
-	metav1.Object
-	comparable
-}] struct {
+type hostContents[T metav1.Object] struct {
 	get func(ctx context.Context, ns, name string) (T, error)
 
 	mu    sync.Mutex
 	byUID map[types.UID]T
 }
 
-func newHostContents[T interface {
-	metav1.Object
-	comparable
-}](get func(ctx context.Context, ns, name string) (T, error)) *hostContents[T] {
+func newHostContents[T metav1.Object](get func(ctx context.Context, ns, name string) (T, error)) *hostContents[T] {
 	return &hostContents[T]{get: get, byUID: map[types.UID]T{}}
 }
 
