@@ -1,12 +1,14 @@
 package clusternode
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flotilla.io/flotilla/fit"
-	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // Eligible reports whether a member node contributes capacity to the virtual
@@ -26,12 +28,33 @@ func Eligible(n *corev1.Node, selector labels.Selector) bool {
 	return false
 }
 
-// Allocatable is what the host scheduler may place on the virtual node: the
-// sum of the allocatable resources of the eligible member nodes, minus the
-// requests of the pods bound to them that flotilla did not forward. Each
-// such pod also uses up one unit of the "pods" resource. Nothing goes below zero.
-func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector, forwarded func(*corev1.Pod) bool) corev1.ResourceList {
-	return allocatable(eligibleNodes(nodes, selector), pods, forwarded, fit.PodRequests)
+// Allocatable is what the host scheduler may place on the virtual node of
+// owner: the sum of the allocatable resources of the eligible member nodes,
+// minus the requests of the pods bound to them that owner did not forward.
+// Each such pod also uses up one unit of the "pods" resource. Nothing goes
+// below zero.
+func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selector, owner wellknown.Owner) corev1.ResourceList {
+	eligible := eligibleNodes(nodes, selector)
+	_, others := usedOn(eligible, fit.UsageOf(pods, ownerKey), keyOf(owner))
+	return allocatable(eligible, others)
+}
+
+// ownerKey names the virtual node that forwarded a member pod, as
+// wellknown.Owner.Owns tells it: the group of a member's fit.Usage.
+func ownerKey(p *corev1.Pod) string {
+	c, i := p.Labels[wellknown.ClusterLabel], p.Labels[wellknown.InstallationLabel]
+	if c == "" && i == "" {
+		return ""
+	}
+	return c + "\x00" + i
+}
+
+// keyOf is ownerKey of the pods o owns.
+func keyOf(o wellknown.Owner) string {
+	if o.Cluster == "" && o.Installation == "" {
+		return ""
+	}
+	return o.Cluster + "\x00" + o.Installation
 }
 
 // eligibleNodes returns the nodes that are Eligible.
@@ -45,31 +68,40 @@ func eligibleNodes(nodes []*corev1.Node, selector labels.Selector) []*corev1.Nod
 	return out
 }
 
-// allocatable is Allocatable over nodes already known to be eligible.
-func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool, requests fit.Requests) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	eligible := make(map[string]bool, len(nodes))
+// usedOn returns, for each of nodes, what the pods on it request: all of
+// them, and those that owner did not forward.
+func usedOn(nodes []*corev1.Node, u *fit.Usage, owner string) (all, others map[string]fit.Use) {
+	all = make(map[string]fit.Use, len(nodes))
+	others = make(map[string]fit.Use, len(nodes))
 	for _, n := range nodes {
-		eligible[n.Name] = true
+		a, mine := u.Of(n.Name, owner)
+		o := maps.Clone(a)
+		for name, v := range mine {
+			o[name] -= v
+		}
+		all[n.Name], others[n.Name] = a, o
+	}
+	return all, others
+}
+
+// allocatable is Allocatable over nodes already known to be eligible,
+// given what the pods on each request that the host scheduler does not
+// count.
+func allocatable(nodes []*corev1.Node, others map[string]fit.Use) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for _, n := range nodes {
 		for name, q := range n.Status.Allocatable {
 			sum := total[name]
 			sum.Add(q)
 			total[name] = sum
 		}
 	}
-	for _, p := range pods {
-		if !eligible[p.Spec.NodeName] || forwarded(p) || podstate.Terminal(p) {
-			continue
-		}
-		for name, q := range requests(p) {
+	for _, n := range nodes {
+		for name, v := range others[n.Name] {
 			if sum, ok := total[name]; ok {
-				sum.Sub(q)
+				sum.Sub(quantityOf(name, v))
 				total[name] = sum
 			}
-		}
-		if sum, ok := total[corev1.ResourcePods]; ok {
-			sum.Sub(*resource.NewQuantity(1, resource.DecimalSI))
-			total[corev1.ResourcePods] = sum
 		}
 	}
 	for name, q := range total {
@@ -78,4 +110,12 @@ func allocatable(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev
 		}
 	}
 	return total
+}
+
+// quantityOf is v, in fit's unit for name, as a quantity.
+func quantityOf(name corev1.ResourceName, v int64) resource.Quantity {
+	if name == corev1.ResourceCPU {
+		return *resource.NewMilliQuantity(v, resource.DecimalSI)
+	}
+	return *resource.NewQuantity(v, resource.DecimalSI)
 }

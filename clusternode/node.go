@@ -82,6 +82,9 @@ func DefaultTaints() []corev1.Taint {
 // Snapshot is the member state a virtual node is computed from.
 type Snapshot struct {
 	Nodes []*corev1.Node
+	// Usage is what the member's pods request of each node; when nil, it
+	// is counted from Pods.
+	Usage *fit.Usage
 	Pods  []*corev1.Pod
 	// Reachable is false when the member apiserver did not answer its last
 	// health checks; Message then says why.
@@ -90,8 +93,6 @@ type Snapshot struct {
 	// KubeletAPI, when probed, is whether the host apiserver reached the
 	// kubelet endpoint in its last probes, and if not why.
 	KubeletAPI *Probe
-	// Requests reads what a pod requests; fit.PodRequests when nil.
-	Requests fit.Requests
 }
 
 // Probe is the outcome of the last probes of something.
@@ -126,11 +127,12 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	// The host scheduler already counts the pods this virtual node
 	// forwarded; every other pod (the member's own, another installation's
 	// or partition's) takes capacity from it.
-	requests := snap.Requests
-	if requests == nil {
-		requests = fit.PodRequests
+	usage := snap.Usage
+	if usage == nil {
+		usage = fit.UsageOf(snap.Pods, ownerKey)
 	}
-	alloc := allocatable(eligible, snap.Pods, func(p *corev1.Pod) bool { return cfg.Owner().Owns(p) }, requests)
+	all, others := usedOn(eligible, usage, keyOf(cfg.Owner()))
+	alloc := allocatable(eligible, others)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
@@ -138,7 +140,7 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// The sum above is what the host scheduler counts; the model
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
-			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildWith(eligible, snap.Pods, cfg.Grow, requests).Encode()},
+			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildFrom(eligible, func(node string) fit.Use { return all[node] }, cfg.Grow).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

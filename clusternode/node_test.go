@@ -100,7 +100,7 @@ func TestAllocatable(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := Allocatable(tc.nodes, tc.pods, tc.selector, func(p *corev1.Pod) bool { return Config{Name: "beijing", Installation: "host-1"}.Owner().Owns(p) })
+			got := Allocatable(tc.nodes, tc.pods, tc.selector, Config{Name: "beijing", Installation: "host-1"}.Owner())
 			gotS := map[corev1.ResourceName]string{}
 			for k, q := range got {
 				if q.IsZero() {

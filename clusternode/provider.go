@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
 )
@@ -33,7 +32,10 @@ type ProviderConfig struct {
 	// Informers is the member's shared informer factory; the provider only
 	// registers the node and pod informers on it and never starts it.
 	Informers *kube.Factory
-	Health    HealthChecker
+	// Pods follows the member's pods; the virtual nodes of one member
+	// share it. When nil, the provider registers its own.
+	Pods   *MemberPods
+	Health HealthChecker
 	// Clock defaults to the real clock.
 	Clock clock.WithTicker
 	// HealthInterval is how often the member is checked; FailureThreshold is
@@ -55,7 +57,7 @@ type ProviderConfig struct {
 type Provider struct {
 	cfg   ProviderConfig
 	nodes corev1listers.NodeLister
-	pods  corev1listers.PodLister
+	pods  *MemberPods
 
 	dirty chan struct{}
 
@@ -68,8 +70,6 @@ type Provider struct {
 	apiProbed   bool
 	apiFailures int
 	apiError    string
-	// requests remembers the pods' requests between builds.
-	requests fit.RequestCache
 }
 
 // NewProvider registers the member informers it needs and returns a provider
@@ -96,8 +96,14 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	p := &Provider{
 		cfg:   cfg,
 		nodes: cfg.Informers.Nodes().Lister(),
-		pods:  cfg.Informers.Pods().Lister(),
+		pods:  cfg.Pods,
 		dirty: make(chan struct{}, 1),
+	}
+	if p.pods == nil {
+		var err error
+		if p.pods, err = NewMemberPods(cfg.Informers); err != nil {
+			return nil, err
+		}
 	}
 	// Every virtual node of a process sees every change of the member; it
 	// rebuilds only for those that can change it, so that fifty partitions
@@ -111,9 +117,9 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 			p.markDirty()
 		}
 	}
-	if _, err := cfg.Informers.Pods().Informer().AddEventHandler(pods); err != nil {
-		return nil, err
-	}
+	// A pod change reaches it once counted in the member's usage, which
+	// the next build reads.
+	p.pods.subscribe(pods)
 	return p, nil
 }
 
@@ -225,11 +231,8 @@ func (p *Provider) buildLocked() *corev1.Node {
 		snap.KubeletAPI = &Probe{Done: p.apiProbed, OK: p.apiFailures < p.cfg.FailureThreshold, Message: p.apiError}
 	}
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
-	snap.Pods, _ = p.pods.List(labels.Everything())
-	snap.Requests = p.requests.Requests
-	n := Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
-	p.requests.Sweep()
-	return n
+	snap.Usage = p.pods.Usage()
+	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
 }
 
 // Run checks the member's health and publishes node changes until ctx ends.

@@ -10,11 +10,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -311,5 +315,92 @@ func awaitNode(t *testing.T, clk *clocktesting.FakeClock, published <-chan *core
 		case <-deadline:
 			t.Fatalf("no node published with %s", what)
 		}
+	}
+}
+
+// TestPartitionsShareTheMemberPods: the virtual nodes of one member's
+// partitions count its pods once, from their events, and each sees them on
+// its own nodes only: a pod of the member takes room from the sum, a pod
+// the virtual node forwarded only from its node's free room, a finished or
+// deleted pod from neither.
+func TestPartitionsShareTheMemberPods(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(
+		mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing")),
+		mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou")))
+	f := kube.NewFactory(client)
+	pods, err := NewMemberPods(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	partition := func(name string) *Provider {
+		p, err := NewProvider(ProviderConfig{
+			Node:      Config{Name: name, Installation: "host-1", Selector: labels.SelectorFromSet(labels.Set{"location": name})},
+			Informers: f, Pods: pods, Health: &switchableHealth{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bj, hz := partition("beijing"), partition("hangzhou")
+	f.Start(ctx.Done())
+	if !f.WaitForCacheSync(ctx.Done()) {
+		t.Fatal("caches did not sync")
+	}
+
+	// expect waits for beijing's sum and its node's free cpu to read as
+	// given; hangzhou's never change.
+	expect := func(what, sum string, free int64) {
+		t.Helper()
+		var got *corev1.Node
+		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got = bj.Node()
+			c, err := fit.NewCluster(got)
+			if err != nil {
+				return false, err
+			}
+			q := got.Status.Allocatable[corev1.ResourceCPU]
+			return q.String() == sum && c.Model.Groups[0].Largest[0] == free, nil
+		})
+		if err != nil {
+			q := got.Status.Allocatable[corev1.ResourceCPU]
+			t.Fatalf("%s: beijing allocatable cpu %s and model %s, want %s and %dm free", what, q.String(), got.Annotations[wellknown.FitModelAnnotation], sum, free)
+		}
+		if q := hz.Node().Status.Allocatable[corev1.ResourceCPU]; q.String() != "32" {
+			t.Errorf("%s: hangzhou allocatable cpu %s, want 32", what, q.String())
+		}
+	}
+	create := func(p *corev1.Pod) {
+		t.Helper()
+		p.Namespace, p.UID = "default", types.UID(p.Name)
+		if _, err := client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect("no pods", "32", 32000)
+	own := mkPod("own", "bj-1", "2", "1Gi", false, corev1.PodRunning)
+	create(own)
+	expect("the member's own pod", "30", 30000)
+	create(mkPod("forwarded", "bj-1", "4", "1Gi", true, corev1.PodRunning))
+	expect("a forwarded pod", "30", 26000)
+	own.Status.Phase = corev1.PodSucceeded
+	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, own, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("the member's pod finished", "32", 28000)
+	if err := client.CoreV1().Pods("default").Delete(ctx, "forwarded", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect("the forwarded pod deleted", "32", 32000)
+	if n := pods.Usage().Len(); n != 0 {
+		t.Errorf("%d pods counted with none running, want 0", n)
+	}
+	// Each partition was told of the changes on its own nodes.
+	select {
+	case <-bj.dirty:
+	default:
+		t.Error("beijing was not told of its pods")
 	}
 }

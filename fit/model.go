@@ -131,11 +131,16 @@ func quantity(name corev1.ResourceName, v int64) string {
 // cluster can add nodes: of the shapes given, or when there are none, of
 // the shape of its largest node.
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
-	return BuildWith(nodes, pods, grow, PodRequests)
+	on := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		on[n.Name] = true
+	}
+	u := UsageOf(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !on[p.Spec.NodeName] }), nil)
+	return BuildFrom(nodes, func(node string) Use { all, _ := u.Of(node, ""); return all }, grow)
 }
 
-// BuildWith is Build with the pods' requests read through requests.
-func BuildWith(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape, requests Requests) *Model {
+// BuildFrom is Build given what the pods on each node request.
+func BuildFrom(nodes []*corev1.Node, used func(node string) Use, grow []NodeShape) *Model {
 	m := &Model{}
 	index := map[corev1.ResourceName]int{}
 	dim := func(name corev1.ResourceName) int {
@@ -161,33 +166,21 @@ func BuildWith(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape, reque
 		}
 	}
 
-	byNode := make(map[string]int, len(nodes))
 	free := make([][]int64, len(nodes))
 	for i, n := range nodes {
-		byNode[n.Name] = i
 		v := make([]int64, len(m.Resources))
 		for name, q := range n.Status.Allocatable {
 			v[index[name]] = value(name, q)
 		}
-		free[i] = v
-	}
-	pods0 := index[corev1.ResourcePods]
-	for _, p := range pods {
-		i, ok := byNode[p.Spec.NodeName]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		for name, q := range requests(p) {
+		for name, x := range used(n.Name) {
 			if d, ok := index[name]; ok {
-				free[i][d] -= value(name, q)
+				v[d] -= x
 			}
 		}
-		free[i][pods0]--
-	}
-	for _, v := range free {
 		for d := range v {
 			v[d] = max(v[d], 0)
 		}
+		free[i] = v
 	}
 
 	labels := publishedLabels(nodes)

@@ -212,9 +212,15 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := provider.IndexHostPodsByNode(hostPods); err != nil {
 		return err
 	}
+	// One count of what the member's pods request, however many virtual
+	// nodes stand for the member.
+	memberPods, err := clusternode.NewMemberPods(memberInformers)
+	if err != nil {
+		return err
+	}
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, hostInformers, provider.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, memberPods, hostInformers, provider.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -263,7 +269,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host *kube.Factory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
+func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member *kube.Factory, memberPods *clusternode.MemberPods, host *kube.Factory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
 	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
 		Node: clusternode.Config{
 			Name:             vc.Name,
@@ -283,6 +289,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member, host *kube.F
 			Grow:             growShapes(vc.Placement),
 		},
 		Informers:          member,
+		Pods:               memberPods,
 		Health:             health,
 		HealthInterval:     cfg.HealthInterval,
 		FailureThreshold:   cfg.FailureThreshold,

@@ -1,0 +1,73 @@
+package clusternode
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/kube"
+)
+
+// MemberPods follows the pods of one member for the virtual nodes that
+// stand for it (the partitions of a member share one): what they request
+// of each member node, kept as they change (fit.Usage), and each change,
+// handed on to the virtual nodes once it is counted.
+type MemberPods struct {
+	usage *fit.Usage
+
+	mu   sync.RWMutex
+	subs []cache.ResourceEventHandler
+}
+
+// NewMemberPods registers on the member's pod informer; it never starts it.
+func NewMemberPods(informers *kube.Factory) (*MemberPods, error) {
+	m := &MemberPods{usage: fit.NewUsage(ownerKey)}
+	_, err := informers.Pods().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				m.usage.Set(p)
+			}
+			for _, h := range m.handlers() {
+				h.OnAdd(obj, initial)
+			}
+		},
+		UpdateFunc: func(old, cur any) {
+			if p, ok := cur.(*corev1.Pod); ok {
+				m.usage.Set(p)
+			}
+			for _, h := range m.handlers() {
+				h.OnUpdate(old, cur)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := objectOf(obj).(*corev1.Pod); ok {
+				m.usage.Delete(p.UID)
+			}
+			for _, h := range m.handlers() {
+				h.OnDelete(obj)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// subscribe hands h the pod events counted from now on.
+func (m *MemberPods) subscribe(h cache.ResourceEventHandler) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.subs = append(m.subs, h)
+}
+
+func (m *MemberPods) handlers() []cache.ResourceEventHandler {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.subs
+}
+
+// Usage is what the member's pods request, node by node.
+func (m *MemberPods) Usage() *fit.Usage { return m.usage }

@@ -1,0 +1,213 @@
+package fit
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Use is what pods request of a node, in the model's units (cpu in
+// millicores, every other resource in its unit), with the number of pods
+// under "pods".
+type Use map[corev1.ResourceName]int64
+
+// useOf is what p requests of its node.
+func useOf(p *corev1.Pod) Use {
+	u := Use{corev1.ResourcePods: 1}
+	for name, q := range PodRequests(p) {
+		if name != corev1.ResourcePods {
+			u[name] += value(name, q)
+		}
+	}
+	return u
+}
+
+// Usage keeps, for each node, the sum of what the pods bound to it request,
+// up to date as pods come, change and go. A virtual node is rebuilt after
+// every burst of member changes; summing every pod of the member at each
+// rebuild made a burst of n pods cost in proportion to n², where keeping
+// the sums costs in proportion to n. Pods that have finished (Succeeded,
+// Failed) or are not bound to a node request nothing.
+//
+// Pods fall into groups (group, when not nil, names a pod's), and the sums
+// are also kept per group, so that a virtual node can tell the pods it
+// forwarded from the others on the same node.
+//
+// It is safe for concurrent use.
+type Usage struct {
+	group func(*corev1.Pod) string
+
+	mu    sync.Mutex
+	pods  map[types.UID]podUse
+	nodes map[string]*nodeUse
+	// shared holds each distinct Use of the pods once: the pods of one
+	// workload ask for the same.
+	shared map[string]*sharedUse
+}
+
+type podUse struct {
+	node, group string
+	// generation is the pod's when its use was read: the apiserver bumps
+	// it on every change of the spec (Kubernetes 1.33 and later), so the
+	// same generation on the same node is the same use. 0 reads it again.
+	generation int64
+	use        *sharedUse
+}
+
+type sharedUse struct {
+	key  string
+	refs int
+	use  Use
+}
+
+type nodeUse struct {
+	all    Use
+	groups map[string]Use
+}
+
+// NewUsage returns an empty Usage; group, when not nil, names the group of
+// a pod.
+func NewUsage(group func(*corev1.Pod) string) *Usage {
+	return &Usage{group: group, pods: map[types.UID]podUse{}, nodes: map[string]*nodeUse{}, shared: map[string]*sharedUse{}}
+}
+
+// UsageOf returns the usage of pods, a list of distinct pods.
+func UsageOf(pods []*corev1.Pod, group func(*corev1.Pod) string) *Usage {
+	u := NewUsage(group)
+	for _, p := range pods {
+		if counts(p) {
+			u.add(p.Spec.NodeName, u.groupOf(p), useOf(p), 1)
+		}
+	}
+	return u
+}
+
+func counts(p *corev1.Pod) bool {
+	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+func (u *Usage) groupOf(p *corev1.Pod) string {
+	if u.group == nil {
+		return ""
+	}
+	return u.group(p)
+}
+
+// Set records p as it is now, in place of what was recorded of it.
+func (u *Usage) Set(p *corev1.Pod) {
+	if !counts(p) {
+		u.Delete(p.UID)
+		return
+	}
+	group := u.groupOf(p)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old, ok := u.pods[p.UID]
+	if ok && old.node == p.Spec.NodeName && old.group == group && old.generation != 0 && old.generation == p.Generation {
+		return
+	}
+	s := u.share(useOf(p))
+	if ok {
+		u.add(old.node, old.group, old.use.use, -1)
+		u.release(old.use)
+	}
+	u.pods[p.UID] = podUse{node: p.Spec.NodeName, group: group, generation: p.Generation, use: s}
+	u.add(p.Spec.NodeName, group, s.use, 1)
+}
+
+// Delete forgets the pod with uid.
+func (u *Usage) Delete(uid types.UID) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old, ok := u.pods[uid]
+	if !ok {
+		return
+	}
+	delete(u.pods, uid)
+	u.add(old.node, old.group, old.use.use, -1)
+	u.release(old.use)
+}
+
+// Of returns what the pods on node request, all of them and those of group.
+// Both are the caller's.
+func (u *Usage) Of(node, group string) (all, ofGroup Use) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.nodes[node]
+	if n == nil {
+		return Use{}, Use{}
+	}
+	return maps.Clone(n.all), maps.Clone(n.groups[group])
+}
+
+// Len is the number of pods recorded.
+func (u *Usage) Len() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.pods)
+}
+
+// add adds sign times use to node's sums, forgetting the sums that fall
+// to no pods. Call it with mu held.
+func (u *Usage) add(node, group string, use Use, sign int64) {
+	n := u.nodes[node]
+	if n == nil {
+		n = &nodeUse{all: Use{}, groups: map[string]Use{}}
+		u.nodes[node] = n
+	}
+	g := n.groups[group]
+	if g == nil {
+		g = Use{}
+		n.groups[group] = g
+	}
+	for name, v := range use {
+		addTo(n.all, name, sign*v)
+		addTo(g, name, sign*v)
+	}
+	if g[corev1.ResourcePods] == 0 {
+		delete(n.groups, group)
+	}
+	if n.all[corev1.ResourcePods] == 0 {
+		delete(u.nodes, node)
+	}
+}
+
+func addTo(u Use, name corev1.ResourceName, v int64) {
+	if x := u[name] + v; x != 0 {
+		u[name] = x
+	} else {
+		delete(u, name)
+	}
+}
+
+// share returns the Use kept equal to use, keeping use if there is none,
+// with one more reference. Call it with mu held.
+func (u *Usage) share(use Use) *sharedUse {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(use)) {
+		b.WriteString(string(name))
+		b.WriteByte('=')
+		b.WriteString(strconv.FormatInt(use[name], 10))
+		b.WriteByte(',')
+	}
+	key := b.String()
+	s, ok := u.shared[key]
+	if !ok {
+		s = &sharedUse{key: key, use: use}
+		u.shared[key] = s
+	}
+	s.refs++
+	return s
+}
+
+// release drops a reference to s. Call it with mu held.
+func (u *Usage) release(s *sharedUse) {
+	if s.refs--; s.refs == 0 {
+		delete(u.shared, s.key)
+	}
+}
