@@ -1,9 +1,15 @@
 package provider
 
 import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
 )
@@ -56,5 +62,169 @@ func internResources(s *corev1.PodSpec) {
 	s.Overhead = interned.intern(s.Overhead)
 	if r := s.Resources; r != nil {
 		r.Requests, r.Limits = interned.intern(r.Requests), interned.intern(r.Limits)
+	}
+}
+
+// The pods of one workload also share most of their strings (namespace,
+// owner, node, image, the values the apiserver defaults, the types of
+// their conditions), their labels, owner references and tolerations, and
+// a watch decodes each of them afresh for every pod and every version:
+// about a kilobyte of each cached pod (BenchmarkCachedPodBytes). The
+// transforms make them the shared ones too. Strings that belong to one
+// pod (its name, UID, IPs, container IDs) are left alone.
+
+// maxStrings bounds each table as maxInterned does the lists.
+const maxStrings = 16384
+
+// table keeps one value per key, up to maxStrings of them.
+type table[V any] struct {
+	mu sync.Mutex
+	m  map[string]V
+}
+
+func (t *table[V]) intern(key string, v V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.m[key]; ok {
+		return kept
+	}
+	if t.m == nil || len(t.m) >= maxStrings {
+		t.m = make(map[string]V)
+	}
+	t.m[key] = v
+	return v
+}
+
+var (
+	strs        table[string]
+	labelSets   table[map[string]string]
+	annotations table[map[string]string]
+	ownerRefs   table[[]metav1.OwnerReference]
+	tolerations table[[]corev1.Toleration]
+)
+
+// str interns a string field.
+func str[S ~string](p *S) {
+	if *p != "" {
+		*p = S(strs.intern(string(*p), string(*p)))
+	}
+}
+
+// internMeta interns what pods share of their metadata. A label or
+// annotation in unique has a value of the pod's own: its map is kept as
+// it is, with its other keys and values interned; the others are shared
+// whole by the pods that have equal ones.
+func internMeta(m *metav1.ObjectMeta, unique ...string) {
+	str(&m.Namespace)
+	str(&m.GenerateName)
+	m.Labels = internMap(&labelSets, m.Labels, unique)
+	m.Annotations = internMap(&annotations, m.Annotations, unique)
+	if len(m.OwnerReferences) > 0 {
+		var b strings.Builder
+		for _, r := range m.OwnerReferences {
+			fmt.Fprintf(&b, "%s/%s/%s/%s/%v/%v,", r.APIVersion, r.Kind, r.Name, r.UID, ptr.Deref(r.Controller, false), ptr.Deref(r.BlockOwnerDeletion, false))
+		}
+		m.OwnerReferences = ownerRefs.intern(b.String(), slices.Clip(m.OwnerReferences))
+	}
+}
+
+func internMap(t *table[map[string]string], l map[string]string, unique []string) map[string]string {
+	if len(l) == 0 {
+		return l
+	}
+	own := false
+	for _, k := range unique {
+		if _, ok := l[k]; ok {
+			own = true
+			break
+		}
+	}
+	if !own {
+		var b strings.Builder
+		for _, k := range slices.Sorted(maps.Keys(l)) {
+			b.WriteString(k)
+			b.WriteByte(0)
+			b.WriteString(l[k])
+			b.WriteByte(0)
+		}
+		return t.intern(b.String(), l)
+	}
+	out := make(map[string]string, len(l))
+	for k, v := range l {
+		str(&k)
+		if !slices.Contains(unique, k) {
+			str(&v)
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// internSpec interns what pods share of their spec: a trimmed member
+// pod's spec has the same fields, most of them empty.
+func internSpec(s *corev1.PodSpec) {
+	internResources(s)
+	str(&s.NodeName)
+	str(&s.ServiceAccountName)
+	str(&s.DeprecatedServiceAccount)
+	str(&s.SchedulerName)
+	str(&s.RestartPolicy)
+	str(&s.DNSPolicy)
+	str(&s.PriorityClassName)
+	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			str(&c.Name)
+			str(&c.Image)
+			str(&c.ImagePullPolicy)
+			str(&c.TerminationMessagePath)
+			str(&c.TerminationMessagePolicy)
+			for j := range c.VolumeMounts {
+				str(&c.VolumeMounts[j].Name)
+				str(&c.VolumeMounts[j].MountPath)
+			}
+		}
+	}
+	if len(s.Tolerations) > 0 {
+		var b strings.Builder
+		for _, t := range s.Tolerations {
+			fmt.Fprintf(&b, "%s/%s/%s/%s/", t.Key, t.Operator, t.Value, t.Effect)
+			if t.TolerationSeconds != nil {
+				fmt.Fprint(&b, *t.TolerationSeconds)
+			}
+			b.WriteByte(',')
+		}
+		s.Tolerations = tolerations.intern(b.String(), slices.Clip(s.Tolerations))
+	}
+}
+
+// internStatus interns what pods share of their status.
+func internStatus(s *corev1.PodStatus) {
+	str(&s.Phase)
+	str(&s.QOSClass)
+	str(&s.HostIP)
+	for i := range s.HostIPs {
+		str(&s.HostIPs[i].IP)
+	}
+	str(&s.Reason)
+	for i := range s.Conditions {
+		c := &s.Conditions[i]
+		str(&c.Type)
+		str(&c.Status)
+		str(&c.Reason)
+	}
+	for _, cs := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for i := range cs {
+			c := &cs[i]
+			str(&c.Name)
+			str(&c.Image)
+			str(&c.ImageID)
+			if w := c.State.Waiting; w != nil {
+				str(&w.Reason)
+			}
+			if t := c.State.Terminated; t != nil {
+				str(&t.Reason)
+			}
+		}
 	}
 }

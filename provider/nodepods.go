@@ -46,6 +46,8 @@ func HostPodsTransform(nodes []string, cached func() cache.Store) cache.Transfor
 		}
 		if ours.Has(pod.Spec.NodeName) {
 			StripManagedFields(pod)
+			internMeta(&pod.ObjectMeta)
+			internStatus(&pod.Status)
 			var prev *corev1.Pod
 			if store := cached(); store != nil {
 				obj, _, _ := store.Get(pod)

@@ -44,6 +44,8 @@ func StripManagedFields(obj any) (any, error) {
 func HostPodTransform(obj any) (any, error) {
 	obj, _ = StripManagedFields(obj)
 	if pod, ok := obj.(*corev1.Pod); ok {
+		internMeta(&pod.ObjectMeta)
+		internStatus(&pod.Status)
 		trimHostSpec(&pod.Spec)
 	}
 	return obj, nil
@@ -52,7 +54,7 @@ func HostPodTransform(obj any) (any, error) {
 // trimHostSpec is what HostPodTransform does to a host pod's spec.
 func trimHostSpec(s *corev1.PodSpec) {
 	trimTokenVolume(s)
-	internResources(s)
+	internSpec(s)
 }
 
 // shareUnchanged makes cur, a new version of the cached pod prev, share
@@ -191,7 +193,9 @@ func MemberPodTransform(installation string) cache.TransformFunc {
 			Overhead:              s.Overhead,
 			Resources:             s.Resources,
 		}
-		internResources(s)
+		internSpec(s)
+		internMeta(&pod.ObjectMeta, wellknown.HostUIDLabel, wellknown.HostNameAnnotation)
+		internStatus(&pod.Status)
 		return pod, nil
 	}
 }

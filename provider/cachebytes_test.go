@@ -1,0 +1,229 @@
+package provider
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/google/go-cmp/cmp"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
+)
+
+// cachedPods is a host pod of a Deployment as the apiserver serves it once
+// it runs (defaults, token volume, default tolerations, status), and its
+// member pod, each i-th of a burst.
+func cachedPods(i int) (host, member *corev1.Pod) {
+	name := fmt.Sprintf("burst-0-6d5f8b7c9-%05d", i)
+	uid := types.UID(fmt.Sprintf("3f2a1b4c-5d6e-4f70-8a9b-%012d", i))
+	now := metav1.Now()
+	host = &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, GenerateName: "burst-0-6d5f8b7c9-", Namespace: "bench", UID: uid,
+			ResourceVersion: fmt.Sprint(100000 + i), Generation: 1, CreationTimestamp: now,
+			Labels: map[string]string{"app": "burst-0", "pod-template-hash": "6d5f8b7c9"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "burst-0-6d5f8b7c9",
+				UID: "9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "kube-api-access-" + fmt.Sprintf("%05d", i), VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{
+					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To(int64(3607)), Path: "token"}},
+					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+				}, DefaultMode: ptr.To(int32(420))}}}},
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("1Mi")}},
+				VolumeMounts:             []corev1.VolumeMount{{Name: "kube-api-access-" + fmt.Sprintf("%05d", i), ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
+				TerminationMessagePath:   "/dev/termination-log",
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+			}},
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To(int64(30)),
+			DNSPolicy:                     corev1.DNSClusterFirst,
+			ServiceAccountName:            "default",
+			DeprecatedServiceAccount:      "default",
+			NodeName:                      "beijing",
+			SecurityContext:               &corev1.PodSecurityContext{},
+			SchedulerName:                 corev1.DefaultSchedulerName,
+			Tolerations: []corev1.Toleration{
+				{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule},
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+			},
+			Priority:           ptr.To(int32(0)),
+			EnableServiceLinks: ptr.To(true),
+			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			},
+			HostIP: "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
+			PodIP: fmt.Sprintf("10.1.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.1.%d.%d", i/250, i%250)}},
+			StartTime: &now,
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "app", Ready: true, Started: ptr.To(true), Image: "registry.k8s.io/pause:3.10", ImageID: "registry.k8s.io/pause@sha256:ee6521f290b2168b6e0935a181d4cff9be1ac3f505666ef0e3c98fae8199917a",
+				ContainerID: fmt.Sprintf("containerd://%064d", i),
+				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			}},
+			QOSClass: corev1.PodQOSBurstable,
+		},
+	}
+	member = host.DeepCopy()
+	member.Namespace = "bench"
+	member.UID = types.UID(fmt.Sprintf("7e6d5c4b-3a29-4180-9f8e-%012d", i))
+	member.OwnerReferences = nil
+	member.GenerateName = ""
+	owner := wellknown.Owner{Cluster: "beijing", Installation: "host-1"}
+	member.Labels = owner.Stamp(member.Labels)
+	member.Labels[wellknown.HostUIDLabel] = string(host.UID)
+	member.Annotations = map[string]string{wellknown.HostNamespaceAnnotation: "bench", wellknown.HostNameAnnotation: name}
+	member.Spec.NodeName = fmt.Sprintf("kwok-node-%d", i%3)
+	member.Spec.Tolerations = member.Spec.Tolerations[1:]
+	return host, member
+}
+
+// BenchmarkCachedPodBytes reports what a forwarded pod holds in the two pod
+// caches of a flotilla-node: the host pod and the member pod, decoded from
+// protobuf as a watch delivers them and transformed as the informers do.
+func BenchmarkCachedPodBytes(b *testing.B) {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	const n = 2000
+	var wire [][]byte
+	for i := range n {
+		h, m := cachedPods(i)
+		for _, p := range []*corev1.Pod{h, m} {
+			p.APIVersion, p.Kind = "v1", "Pod"
+			data, err := kruntime.Encode(codec, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			wire = append(wire, data)
+		}
+	}
+	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
+	memberT := MemberPodTransform("host-1")
+	// held measures what the pods of one side (0 host, 1 member) hold.
+	held := func(side int) float64 {
+		kept := make([]any, 0, n)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for j := side; j < len(wire); j += 2 {
+			obj, _, err := codec.Decode(wire[j], nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			t := hostT
+			if side == 1 {
+				t = memberT
+			}
+			o, err := t(obj)
+			if err != nil {
+				b.Fatal(err)
+			}
+			kept = append(kept, o)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(kept)
+		return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
+	}
+	var host, member float64
+	for b.Loop() {
+		host, member = held(0), held(1)
+	}
+	b.ReportMetric(host, "host-B/pod")
+	b.ReportMetric(member, "member-B/pod")
+}
+
+// TestTransformsShareWhatPodsShare: two pods of one workload, decoded
+// apart, share after the transforms the strings, labels, owner references
+// and tolerations they have in common, and still read exactly as
+// decoded; what is a pod's own (a member pod's host UID) stays its own.
+func TestTransformsShareWhatPodsShare(t *testing.T) {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	decode := func(p *corev1.Pod, transform cache.TransformFunc) (*corev1.Pod, *corev1.Pod) {
+		t.Helper()
+		p.APIVersion, p.Kind = "v1", "Pod"
+		data, err := kruntime.Encode(codec, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := codec.Decode(data, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := obj.(*corev1.Pod).DeepCopy()
+		got, err := transform(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.(*corev1.Pod), want
+	}
+	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
+	memberT := MemberPodTransform("host-1")
+	h1, m1 := cachedPods(1)
+	h2, m2 := cachedPods(2)
+	a, wantA := decode(h1, hostT)
+	b, _ := decode(h2, hostT)
+	trimHostSpec(&wantA.Spec)
+	if d := cmp.Diff(wantA, a); d != "" {
+		t.Errorf("a host pod reads otherwise once transformed (-want +got):\n%s", d)
+	}
+	same := func(what string, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are not one string", what, x, y)
+		}
+	}
+	same("image", a.Spec.Containers[0].Image, b.Spec.Containers[0].Image)
+	same("condition type", string(a.Status.Conditions[0].Type), string(b.Status.Conditions[0].Type))
+	same("image ID", a.Status.ContainerStatuses[0].ImageID, b.Status.ContainerStatuses[0].ImageID)
+	same("namespace", a.Namespace, b.Namespace)
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("two replicas' equal labels are two maps")
+	}
+	if &a.OwnerReferences[0] != &b.OwnerReferences[0] || &a.Spec.Tolerations[0] != &b.Spec.Tolerations[0] {
+		t.Error("two replicas' equal owner references or tolerations are two arrays")
+	}
+	// A shared array is full: appending to one pod's copies it.
+	more := append(a.Spec.Tolerations, corev1.Toleration{Key: "x"})
+	if &more[0] == &b.Spec.Tolerations[0] {
+		t.Error("appending to a pod's tolerations writes into the shared array")
+	}
+
+	c, wantC := decode(m1, memberT)
+	d, _ := decode(m2, memberT)
+	if d := cmp.Diff(wantC.Labels, c.Labels); d != "" {
+		t.Errorf("member pod labels (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantC.Status, c.Status); d != "" {
+		t.Errorf("member pod status (-want +got):\n%s", d)
+	}
+	same("managed-by label", c.Labels[wellknown.ManagedByLabel], d.Labels[wellknown.ManagedByLabel])
+	if c.Labels[wellknown.HostUIDLabel] == d.Labels[wellknown.HostUIDLabel] {
+		t.Error("two member pods have one host UID")
+	}
+}
