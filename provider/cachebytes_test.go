@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
@@ -24,11 +25,11 @@ import (
 
 // cachedPods is a host pod of a Deployment as the apiserver serves it once
 // it runs (defaults, token volume, default tolerations, status), and its
-// member pod, each i-th of a burst.
+// member pod, each i-th of a burst that starts 50 pods a second.
 func cachedPods(i int) (host, member *corev1.Pod) {
 	name := fmt.Sprintf("burst-0-6d5f8b7c9-%05d", i)
 	uid := types.UID(fmt.Sprintf("3f2a1b4c-5d6e-4f70-8a9b-%012d", i))
-	now := metav1.Now()
+	now := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, i/50, 0, time.UTC))
 	host = &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, GenerateName: "burst-0-6d5f8b7c9-", Namespace: "bench", UID: uid,
@@ -207,6 +208,13 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	}
 	if &a.OwnerReferences[0] != &b.OwnerReferences[0] || &a.Spec.Tolerations[0] != &b.Spec.Tolerations[0] {
 		t.Error("two replicas' equal owner references or tolerations are two arrays")
+	}
+	if &a.Status.Conditions[0] != &b.Status.Conditions[0] {
+		t.Error("the equal conditions of two pods started in the same second are two arrays")
+	}
+	later, _ := cachedPods(60)
+	if l, _ := decode(later, hostT); &l.Status.Conditions[0] == &a.Status.Conditions[0] {
+		t.Error("a pod started a second later shares the conditions of the earlier ones")
 	}
 	// A shared array is full: appending to one pod's copies it.
 	more := append(a.Spec.Tolerations, corev1.Toleration{Key: "x"})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -101,6 +102,7 @@ var (
 	annotations table[map[string]string]
 	ownerRefs   table[[]metav1.OwnerReference]
 	tolerations table[[]corev1.Toleration]
+	conditions  table[[]corev1.PodCondition]
 )
 
 // str interns a string field.
@@ -207,11 +209,34 @@ func internStatus(s *corev1.PodStatus) {
 		str(&s.HostIPs[i].IP)
 	}
 	str(&s.Reason)
-	for i := range s.Conditions {
-		c := &s.Conditions[i]
-		str(&c.Type)
-		str(&c.Status)
-		str(&c.Reason)
+	if len(s.PodIPs) > 0 && s.PodIPs[0].IP == s.PodIP {
+		s.PodIPs[0].IP = s.PodIP
+	}
+	// The conditions of the pods started in the same second are the same:
+	// their array is shared whole, timestamps included.
+	if len(s.Conditions) > 0 {
+		b := make([]byte, 0, 256)
+		for i := range s.Conditions {
+			c := &s.Conditions[i]
+			str(&c.Type)
+			str(&c.Status)
+			str(&c.Reason)
+			b = append(b, c.Type...)
+			b = append(b, 0)
+			b = append(b, c.Status...)
+			b = append(b, 0)
+			b = append(b, c.Reason...)
+			b = append(b, 0)
+			b = append(b, c.Message...)
+			b = append(b, 0)
+			b = strconv.AppendInt(b, c.ObservedGeneration, 10)
+			b = append(b, 0)
+			b = strconv.AppendInt(b, c.LastProbeTime.UnixNano(), 10)
+			b = append(b, 0)
+			b = strconv.AppendInt(b, c.LastTransitionTime.UnixNano(), 10)
+			b = append(b, 0)
+		}
+		s.Conditions = conditions.intern(string(b), slices.Clip(s.Conditions))
 	}
 	for _, cs := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range cs {
