@@ -209,6 +209,12 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	if &a.OwnerReferences[0] != &b.OwnerReferences[0] || &a.Spec.Tolerations[0] != &b.Spec.Tolerations[0] {
 		t.Error("two replicas' equal owner references or tolerations are two arrays")
 	}
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] || a.Spec.Volumes[0].Projected != b.Spec.Volumes[0].Projected {
+		t.Error("two replicas' equal containers or token projections are not shared")
+	}
+	if a.Spec.Volumes[0].Name == b.Spec.Volumes[0].Name {
+		t.Error("two pods' token volumes have one name")
+	}
 	if &a.Status.Conditions[0] != &b.Status.Conditions[0] {
 		t.Error("the equal conditions of two pods started in the same second are two arrays")
 	}

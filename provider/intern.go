@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"slices"
@@ -103,7 +104,30 @@ var (
 	ownerRefs   table[[]metav1.OwnerReference]
 	tolerations table[[]corev1.Toleration]
 	conditions  table[[]corev1.PodCondition]
+	containers  table[[]corev1.Container]
+	projections table[*corev1.ProjectedVolumeSource]
+	secretVols  table[*corev1.SecretVolumeSource]
+	configVols  table[*corev1.ConfigMapVolumeSource]
 )
+
+// marshaler is a generated API type, which encodes itself to protobuf:
+// its encoding is the key of its contents.
+type marshaler interface{ Marshal() ([]byte, error) }
+
+// internShared returns the value kept with the same encoding as v, keeping
+// v if there is none or it does not encode.
+func internShared[V any](t *table[V], v V, parts ...marshaler) V {
+	var key []byte
+	for _, p := range parts {
+		b, err := p.Marshal()
+		if err != nil {
+			return v
+		}
+		key = binary.AppendUvarint(key, uint64(len(b)))
+		key = append(key, b...)
+	}
+	return t.intern(string(key), v)
+}
 
 // str interns a string field.
 func str[S ~string](p *S) {
@@ -173,18 +197,21 @@ func internSpec(s *corev1.PodSpec) {
 	str(&s.RestartPolicy)
 	str(&s.DNSPolicy)
 	str(&s.PriorityClassName)
-	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
-		for i := range cs {
-			c := &cs[i]
-			str(&c.Name)
-			str(&c.Image)
-			str(&c.ImagePullPolicy)
-			str(&c.TerminationMessagePath)
-			str(&c.TerminationMessagePolicy)
-			for j := range c.VolumeMounts {
-				str(&c.VolumeMounts[j].Name)
-				str(&c.VolumeMounts[j].MountPath)
-			}
+	// The containers of a workload's pods are the same (a host pod's
+	// token mount is gone): their array is shared whole.
+	s.InitContainers = internContainers(s.InitContainers)
+	s.Containers = internContainers(s.Containers)
+	// A volume's name may be the pod's own; what it mounts is shared.
+	for i := range s.Volumes {
+		v := &s.Volumes[i]
+		switch {
+		case v.Projected != nil:
+			v.Projected.Sources = slices.Clip(v.Projected.Sources)
+			v.Projected = internShared(&projections, v.Projected, v.Projected)
+		case v.Secret != nil:
+			v.Secret = internShared(&secretVols, v.Secret, v.Secret)
+		case v.ConfigMap != nil:
+			v.ConfigMap = internShared(&configVols, v.ConfigMap, v.ConfigMap)
 		}
 	}
 	if len(s.Tolerations) > 0 {
@@ -198,6 +225,23 @@ func internSpec(s *corev1.PodSpec) {
 		}
 		s.Tolerations = tolerations.intern(b.String(), slices.Clip(s.Tolerations))
 	}
+}
+
+func internContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return cs
+	}
+	parts := make([]marshaler, len(cs))
+	for i := range cs {
+		c := &cs[i]
+		str(&c.Name)
+		str(&c.Image)
+		str(&c.ImagePullPolicy)
+		str(&c.TerminationMessagePath)
+		str(&c.TerminationMessagePolicy)
+		parts[i] = c
+	}
+	return internShared(&containers, slices.Clip(cs), parts...)
 }
 
 // internStatus interns what pods share of their status.
