@@ -85,14 +85,20 @@ type table[V any] struct {
 }
 
 func (t *table[V]) intern(key string, v V) V {
+	return t.internFunc(key, func() V { return v })
+}
+
+// internFunc is intern of a value made only when none is kept.
+func (t *table[V]) internFunc(key string, make func() V) V {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if kept, ok := t.m[key]; ok {
 		return kept
 	}
 	if t.m == nil || len(t.m) >= maxStrings {
-		t.m = make(map[string]V)
+		t.m = map[string]V{}
 	}
+	v := make()
 	t.m[key] = v
 	return v
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
@@ -151,13 +152,26 @@ func vkView(pod *corev1.Pod) *corev1.Pod {
 	return v
 }
 
+// viewContainers are the containers of a view, by name and image: the
+// views of a workload's pods, which virtual-kubelet keeps, share them.
 func viewContainers(cs []corev1.Container) []corev1.Container {
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	var key strings.Builder
+	for _, c := range cs {
+		key.WriteString(c.Name)
+		key.WriteByte(0)
+		key.WriteString(c.Image)
+		key.WriteByte(0)
 	}
-	return out
+	return viewContainerLists.internFunc(key.String(), func() []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i, c := range cs {
+			out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+		}
+		return out
+	})
 }
+
+var viewContainerLists table[[]corev1.Container]
 
 // isView reports whether pod is a view virtual-kubelet was handed.
 func isView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }

@@ -104,6 +104,17 @@ func TestVirtualKubeletGetsViews(t *testing.T) {
 	if _, err := PodInformerForVirtualKubelet(inf).Lister().Pods("app").Get("gone"); err == nil {
 		t.Error("a pod the cache does not hold was found")
 	}
+	// virtual-kubelet keeps a view of every pod: the views of pods with
+	// the same containers share theirs.
+	twin := admittedPod()
+	twin.Name, twin.UID = "twin", "twin"
+	if a, b := vkView(cached).Spec.Containers, vkView(twin).Spec.Containers; &a[0] != &b[0] {
+		t.Error("the views of two pods with the same containers hold two arrays")
+	}
+	twin.Spec.Containers[0].Image = "web:9"
+	if c := vkView(twin).Spec.Containers; c[0].Image != "web:9" {
+		t.Errorf("a view of another image shows %s", c[0].Image)
+	}
 }
 
 // TestViewIsNeverForwarded: the provider forwards a view's pod as the cache
