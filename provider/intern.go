@@ -2,8 +2,8 @@ package provider
 
 import (
 	"encoding/binary"
-	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
 )
@@ -147,17 +146,33 @@ func str[S ~string](p *S) {
 // it is, with its other keys and values interned; the others are shared
 // whole by the pods that have equal ones.
 func internMeta(m *metav1.ObjectMeta, unique ...string) {
+	internMetaAfter(m, nil, unique...)
+}
+
+// internMetaAfter is internMeta of a pod's new version, whose metadata
+// shares with prev, its cached version, what did not change
+// (shareUnchanged): that is interned already.
+func internMetaAfter(m, prev *metav1.ObjectMeta, unique ...string) {
 	str(&m.Namespace)
 	str(&m.GenerateName)
-	m.Labels = internMap(&labelSets, m.Labels, unique)
-	m.Annotations = internMap(&annotations, m.Annotations, unique)
-	if len(m.OwnerReferences) > 0 {
-		var b strings.Builder
-		for _, r := range m.OwnerReferences {
-			fmt.Fprintf(&b, "%s/%s/%s/%s/%v/%v,", r.APIVersion, r.Kind, r.Name, r.UID, ptr.Deref(r.Controller, false), ptr.Deref(r.BlockOwnerDeletion, false))
-		}
-		m.OwnerReferences = ownerRefs.intern(b.String(), slices.Clip(m.OwnerReferences))
+	if prev == nil || !sameMap(m.Labels, prev.Labels) {
+		m.Labels = internMap(&labelSets, m.Labels, unique)
 	}
+	if prev == nil || !sameMap(m.Annotations, prev.Annotations) {
+		m.Annotations = internMap(&annotations, m.Annotations, unique)
+	}
+	if len(m.OwnerReferences) > 0 && (prev == nil || len(prev.OwnerReferences) == 0 || &m.OwnerReferences[0] != &prev.OwnerReferences[0]) {
+		parts := make([]marshaler, len(m.OwnerReferences))
+		for i := range m.OwnerReferences {
+			parts[i] = &m.OwnerReferences[i]
+		}
+		m.OwnerReferences = internShared(&ownerRefs, slices.Clip(m.OwnerReferences), parts...)
+	}
+}
+
+// sameMap reports whether a and b are one map, not two equal ones.
+func sameMap(a, b map[string]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func internMap(t *table[map[string]string], l map[string]string, unique []string) map[string]string {
@@ -221,15 +236,11 @@ func internSpec(s *corev1.PodSpec) {
 		}
 	}
 	if len(s.Tolerations) > 0 {
-		var b strings.Builder
-		for _, t := range s.Tolerations {
-			fmt.Fprintf(&b, "%s/%s/%s/%s/", t.Key, t.Operator, t.Value, t.Effect)
-			if t.TolerationSeconds != nil {
-				fmt.Fprint(&b, *t.TolerationSeconds)
-			}
-			b.WriteByte(',')
+		parts := make([]marshaler, len(s.Tolerations))
+		for i := range s.Tolerations {
+			parts[i] = &s.Tolerations[i]
 		}
-		s.Tolerations = tolerations.intern(b.String(), slices.Clip(s.Tolerations))
+		s.Tolerations = internShared(&tolerations, slices.Clip(s.Tolerations), parts...)
 	}
 }
 

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -238,9 +237,4 @@ func testHostPodVersionsShare(t *testing.T, generations bool) {
 	if sameSpec(unbound, first) {
 		t.Error("a pod before and after binding has the same spec")
 	}
-}
-
-// sameMap reports whether a and b are one map, not two equal ones.
-func sameMap(a, b map[string]string) bool {
-	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
