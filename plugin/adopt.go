@@ -278,7 +278,7 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 
 	// The Deployment adopts the ReplicaSet: its template is the
 	// Deployment's, so no rollout starts.
-	if _, err := o.Host.AppsV1().Deployments(o.Namespace).Create(ctx, hostD, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := createOwning(ctx, o.Host, hostD); err != nil {
 		return fmt.Errorf("host Deployment: %w", err)
 	}
 	if err := waitOwnsOnly(ctx, o.Host, o.Namespace, d.Name, rs.Name); err != nil {

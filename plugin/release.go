@@ -155,7 +155,7 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 		Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *hd.Spec.DeepCopy()}
 	md.Spec.Template = dTpl
 	md.Spec.Replicas = ptr.To(int32(len(memberPods)))
-	if _, err := o.Member.AppsV1().Deployments(vn.memberNS).Create(ctx, md, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := createOwning(ctx, o.Member, md); err != nil {
 		return fmt.Errorf("member Deployment: %w", err)
 	}
 	if err := waitOwnsOnly(ctx, o.Member, vn.memberNS, o.Name, rs.Name); err != nil {

@@ -448,6 +448,39 @@ func controlledBy(uid types.UID) func(*corev1.Pod) bool {
 	}
 }
 
+// createOwning creates Deployment d, whose template a ReplicaSet of its
+// selector already has, and waits until its controller has found that
+// ReplicaSet as its own. d is created paused, which makes the controller
+// create no ReplicaSet, and left as d says once its status counts the
+// ReplicaSet's pods as updated: the ReplicaSet was just ungated, and a
+// controller whose cache still shows the gated template would otherwise
+// find no ReplicaSet with d's template and make one of its own. An
+// existing d (a run cut short) is waited for the same way.
+func createOwning(ctx context.Context, c kubernetes.Interface, d *appsv1.Deployment) error {
+	paused := d.Spec.Paused
+	d = d.DeepCopy()
+	d.Spec.Paused = true
+	if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	if err := waitFor(ctx, "the Deployment's controller to find its ReplicaSet", func(ctx context.Context) (bool, string, error) {
+		cur, err := c.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return cur.Status.ObservedGeneration >= cur.Generation && cur.Status.UpdatedReplicas == want,
+			fmt.Sprintf("%d of %d replicas on its template", cur.Status.UpdatedReplicas, want), nil
+	}); err != nil {
+		return err
+	}
+	if paused {
+		return nil
+	}
+	_, err := c.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{})
+	return err
+}
+
 // waitOwnsOnly waits until Deployment ns/name owns ReplicaSet rsName and
 // no other: its template is the ReplicaSet's, so it made none of its own.
 func waitOwnsOnly(ctx context.Context, c kubernetes.Interface, ns, name, rsName string) error {
