@@ -22,34 +22,12 @@ import (
 // map, shared by every cached pod that has it. Cached objects are read
 // only, so sharing them changes nothing a reader sees.
 
-// maxInterned bounds the lists kept; past it the table starts afresh, so
-// that lists no pod has any more (requests resized again and again) are
-// not kept for ever. Pods cached before keep the lists they have.
-const maxInterned = 4096
-
-type resourceLists struct {
-	mu    sync.Mutex
-	lists map[string]corev1.ResourceList
-}
-
-var interned = resourceLists{lists: map[string]corev1.ResourceList{}}
-
-// intern returns the list kept equal to l, keeping l if there is none.
-func (r *resourceLists) intern(l corev1.ResourceList) corev1.ResourceList {
+// internList returns the list kept equal to l, keeping l if there is none.
+func internList(l corev1.ResourceList) corev1.ResourceList {
 	if len(l) == 0 {
 		return l
 	}
-	key := fit.ListKey(l)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if kept, ok := r.lists[key]; ok {
-		return kept
-	}
-	if len(r.lists) >= maxInterned {
-		clear(r.lists)
-	}
-	r.lists[key] = l
-	return l
+	return resourceLists.intern(fit.ListKey(l), l)
 }
 
 // internResources makes the resource lists of a pod spec the shared ones.
@@ -57,12 +35,12 @@ func internResources(s *corev1.PodSpec) {
 	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
 		for i := range cs {
 			r := &cs[i].Resources
-			r.Requests, r.Limits = interned.intern(r.Requests), interned.intern(r.Limits)
+			r.Requests, r.Limits = internList(r.Requests), internList(r.Limits)
 		}
 	}
-	s.Overhead = interned.intern(s.Overhead)
+	s.Overhead = internList(s.Overhead)
 	if r := s.Resources; r != nil {
-		r.Requests, r.Limits = interned.intern(r.Requests), interned.intern(r.Limits)
+		r.Requests, r.Limits = internList(r.Requests), internList(r.Limits)
 	}
 }
 
@@ -74,10 +52,13 @@ func internResources(s *corev1.PodSpec) {
 // transforms make them the shared ones too. Strings that belong to one
 // pod (its name, UID, IPs, container IDs) are left alone.
 
-// maxStrings bounds each table as maxInterned does the lists.
-const maxStrings = 16384
+// maxShared bounds each table: past it the table starts afresh, so that
+// what no pod has any more (requests resized again and again, labels of
+// pods long gone) is not kept for ever. Pods cached before keep what they
+// have.
+const maxShared = 16384
 
-// table keeps one value per key, up to maxStrings of them.
+// table keeps one value per key, up to maxShared of them.
 type table[V any] struct {
 	mu sync.Mutex
 	m  map[string]V
@@ -88,31 +69,32 @@ func (t *table[V]) intern(key string, v V) V {
 }
 
 // internFunc is intern of a value made only when none is kept.
-func (t *table[V]) internFunc(key string, make func() V) V {
+func (t *table[V]) internFunc(key string, newV func() V) V {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if kept, ok := t.m[key]; ok {
 		return kept
 	}
-	if t.m == nil || len(t.m) >= maxStrings {
+	if t.m == nil || len(t.m) >= maxShared {
 		t.m = map[string]V{}
 	}
-	v := make()
+	v := newV()
 	t.m[key] = v
 	return v
 }
 
 var (
-	strs        table[string]
-	labelSets   table[map[string]string]
-	annotations table[map[string]string]
-	ownerRefs   table[[]metav1.OwnerReference]
-	tolerations table[[]corev1.Toleration]
-	conditions  table[[]corev1.PodCondition]
-	containers  table[[]corev1.Container]
-	projections table[*corev1.ProjectedVolumeSource]
-	secretVols  table[*corev1.SecretVolumeSource]
-	configVols  table[*corev1.ConfigMapVolumeSource]
+	resourceLists table[corev1.ResourceList]
+	strs          table[string]
+	labelSets     table[map[string]string]
+	annotations   table[map[string]string]
+	ownerRefs     table[[]metav1.OwnerReference]
+	tolerations   table[[]corev1.Toleration]
+	conditions    table[[]corev1.PodCondition]
+	containers    table[[]corev1.Container]
+	projections   table[*corev1.ProjectedVolumeSource]
+	secretVols    table[*corev1.SecretVolumeSource]
+	configVols    table[*corev1.ConfigMapVolumeSource]
 )
 
 // marshaler is a generated API type, which encodes itself to protobuf:
