@@ -24,7 +24,15 @@ type MemberPods struct {
 // NewMemberPods registers on the member's pod informer; it never starts it.
 func NewMemberPods(informers *kube.Factory) (*MemberPods, error) {
 	m := &MemberPods{usage: fit.NewUsage(ownerKey)}
-	_, err := informers.Pods().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	if _, err := informers.Pods().Informer().AddEventHandler(m.handler()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// handler counts each pod event, then hands it on.
+func (m *MemberPods) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
 			if p, ok := obj.(*corev1.Pod); ok {
 				m.usage.Set(p)
@@ -34,6 +42,13 @@ func NewMemberPods(informers *kube.Factory) (*MemberPods, error) {
 			}
 		},
 		UpdateFunc: func(old, cur any) {
+			// After a relist, a pod deleted and made again under its
+			// name (a StatefulSet's) comes as an update of the old one.
+			if o, ok := old.(*corev1.Pod); ok {
+				if p, ok := cur.(*corev1.Pod); !ok || p.UID != o.UID {
+					m.usage.Delete(o.UID)
+				}
+			}
 			if p, ok := cur.(*corev1.Pod); ok {
 				m.usage.Set(p)
 			}
@@ -49,11 +64,7 @@ func NewMemberPods(informers *kube.Factory) (*MemberPods, error) {
 				h.OnDelete(obj)
 			}
 		},
-	})
-	if err != nil {
-		return nil, err
 	}
-	return m, nil
 }
 
 // subscribe hands h the pod events counted from now on.

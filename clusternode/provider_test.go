@@ -404,3 +404,26 @@ func TestPartitionsShareTheMemberPods(t *testing.T) {
 		t.Error("beijing was not told of its pods")
 	}
 }
+
+// TestMemberPodsMadeAgainUnderTheirName: after a relist, a pod deleted and
+// made again under its name comes as an update of the old one; the old
+// one's requests go.
+func TestMemberPodsMadeAgainUnderTheirName(t *testing.T) {
+	m := &MemberPods{usage: fit.NewUsage(ownerKey)}
+	h := m.handler()
+	old := mkPod("db-0", "bj-1", "4", "1Gi", false, corev1.PodRunning)
+	old.UID = "first"
+	again := mkPod("db-0", "bj-2", "2", "1Gi", false, corev1.PodRunning)
+	again.UID = "second"
+	h.OnAdd(old, false)
+	h.OnUpdate(old, again)
+	if all, _ := m.usage.Of("bj-1", ""); len(all) != 0 {
+		t.Errorf("bj-1 still counts %v of the pod made again on bj-2", all)
+	}
+	if all, _ := m.usage.Of("bj-2", ""); all[corev1.ResourceCPU] != 2000 {
+		t.Errorf("bj-2 counts %v, want the 2 cpus of the pod made again", all)
+	}
+	if n := m.usage.Len(); n != 1 {
+		t.Errorf("%d pods counted, want 1", n)
+	}
+}
