@@ -29,7 +29,7 @@ func TestUsageFollowsPods(t *testing.T) {
 	u := NewUsage(byGroupLabel)
 	live := map[types.UID]*corev1.Pod{}
 	generations := map[types.UID]int64{}
-	for step := range 3000 {
+	for step := range 1000 {
 		uid := types.UID(fmt.Sprint(r.IntN(40)))
 		if r.IntN(5) == 0 {
 			delete(live, uid)
