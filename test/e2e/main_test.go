@@ -99,5 +99,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	logf("flotilla-node x%d Ready in %s", len(members), time.Since(started).Round(time.Millisecond))
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		w.KeepFiles()
+		logf("tests failed: the world's logs stay in %s (a run a day later removes them)", w.Dir())
+	}
+	return code
 }

@@ -85,7 +85,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	logf("flotilla-node in %s (push) and in %s (pull) Ready in %s", near, far, time.Since(started).Round(time.Millisecond))
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		w.KeepFiles()
+		logf("tests failed: the world's logs stay in %s (a run a day later removes them)", w.Dir())
+	}
+	return code
 }
 
 // virtualNodeToleration lets a pod onto flotilla's virtual nodes.

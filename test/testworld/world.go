@@ -328,6 +328,14 @@ func rootCause(errs []error) error {
 	return errors.Join(all...)
 }
 
+// KeepFiles keeps the world's directory, logs and all, when it stops: for
+// a run whose tests failed. A later Start removes it after staleAfter.
+func (w *World) KeepFiles() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.removeDir = false
+}
+
 // startFailed stops what Start started and keeps the directory for its logs.
 func (w *World) startFailed(err error) error {
 	w.removeDir = false
@@ -468,7 +476,10 @@ func (w *World) Stop() error {
 		for _, s := range w.sites {
 			errs = append(errs, s.Close())
 		}
-		if w.removeDir {
+		w.mu.Lock()
+		remove := w.removeDir
+		w.mu.Unlock()
+		if remove {
 			if err := os.RemoveAll(w.dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove %s: %w", w.dir, err))
 			}
