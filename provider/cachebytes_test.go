@@ -241,3 +241,17 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 		t.Error("two member pods have one host UID")
 	}
 }
+
+// TestTableStartsAfreshPastItsLimit: a table keeps at most its limit of
+// values, so what no pod has any more does not stay for ever.
+func TestTableStartsAfreshPastItsLimit(t *testing.T) {
+	tb := table[*int]{limit: 2}
+	one, two, three := new(int), new(int), new(int)
+	if tb.intern("1", one) != one || tb.intern("2", two) != two || tb.intern("1", new(int)) != one {
+		t.Fatal("a table does not keep its first values")
+	}
+	tb.intern("3", three)
+	if len(tb.m) != 1 || tb.intern("1", new(int)) == one {
+		t.Errorf("past its limit a table keeps %d values, and the first", len(tb.m))
+	}
+}

@@ -52,14 +52,14 @@ func internResources(s *corev1.PodSpec) {
 // transforms make them the shared ones too. Strings that belong to one
 // pod (its name, UID, IPs, container IDs) are left alone.
 
-// maxShared bounds each table: past it the table starts afresh, so that
-// what no pod has any more (requests resized again and again, labels of
-// pods long gone) is not kept for ever. Pods cached before keep what they
-// have.
-const maxShared = 16384
-
-// table keeps one value per key, up to maxShared of them.
+// table keeps one value per key, up to limit of them: past it the table
+// starts afresh, so that what no pod has any more (requests resized again
+// and again, labels of pods long gone) is not kept for ever. Pods cached
+// before keep what they have. What a table may keep that no pod has is
+// bounded by limit times its values' size: a few megabytes in all.
 type table[V any] struct {
+	limit int
+
 	mu sync.Mutex
 	m  map[string]V
 }
@@ -75,7 +75,7 @@ func (t *table[V]) internFunc(key string, newV func() V) V {
 	if kept, ok := t.m[key]; ok {
 		return kept
 	}
-	if t.m == nil || len(t.m) >= maxShared {
+	if t.m == nil || len(t.m) >= t.limit {
 		t.m = map[string]V{}
 	}
 	v := newV()
@@ -83,18 +83,21 @@ func (t *table[V]) internFunc(key string, newV func() V) V {
 	return v
 }
 
+// The tables' limits: the distinct values live at once of each (one per
+// workload for most, one per pod for some strings, a few per second of a
+// burst for conditions).
 var (
-	resourceLists table[corev1.ResourceList]
-	strs          table[string]
-	labelSets     table[map[string]string]
-	annotations   table[map[string]string]
-	ownerRefs     table[[]metav1.OwnerReference]
-	tolerations   table[[]corev1.Toleration]
-	conditions    table[[]corev1.PodCondition]
-	containers    table[[]corev1.Container]
-	projections   table[*corev1.ProjectedVolumeSource]
-	secretVols    table[*corev1.SecretVolumeSource]
-	configVols    table[*corev1.ConfigMapVolumeSource]
+	resourceLists = table[corev1.ResourceList]{limit: 4096}
+	strs          = table[string]{limit: 16384}
+	labelSets     = table[map[string]string]{limit: 4096}
+	annotations   = table[map[string]string]{limit: 4096}
+	ownerRefs     = table[[]metav1.OwnerReference]{limit: 4096}
+	tolerations   = table[[]corev1.Toleration]{limit: 1024}
+	conditions    = table[[]corev1.PodCondition]{limit: 1024}
+	containers    = table[[]corev1.Container]{limit: 1024}
+	projections   = table[*corev1.ProjectedVolumeSource]{limit: 1024}
+	secretVols    = table[*corev1.SecretVolumeSource]{limit: 1024}
+	configVols    = table[*corev1.ConfigMapVolumeSource]{limit: 1024}
 )
 
 // marshaler is a generated API type, which encodes itself to protobuf:

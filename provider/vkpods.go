@@ -171,7 +171,7 @@ func viewContainers(cs []corev1.Container) []corev1.Container {
 	})
 }
 
-var viewContainerLists table[[]corev1.Container]
+var viewContainerLists = table[[]corev1.Container]{limit: 1024}
 
 // isView reports whether pod is a view virtual-kubelet was handed.
 func isView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }
