@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1informers "k8s.io/client-go/informers/core/v1"
@@ -47,25 +46,7 @@ func HostPodsTransform(nodes []string, cached func() cache.Store) cache.Transfor
 		}
 		if ours.Has(pod.Spec.NodeName) {
 			StripManagedFields(pod)
-			internStatus(&pod.Status)
-			var prev *corev1.Pod
-			if store := cached(); store != nil {
-				obj, _, _ := store.Get(pod)
-				prev, _ = obj.(*corev1.Pod)
-			}
-			// A spec known unchanged by its generation is the cached
-			// one, trimmed already; only a new one is trimmed.
-			if prev != nil && prev.Generation > 0 && shareUnchanged(prev, pod) {
-				internMetaAfter(&pod.ObjectMeta, &prev.ObjectMeta)
-				return pod, nil
-			}
-			trimHostSpec(&pod.Spec)
-			var prevMeta *metav1.ObjectMeta
-			if prev != nil {
-				shareUnchanged(prev, pod)
-				prevMeta = &prev.ObjectMeta
-			}
-			internMetaAfter(&pod.ObjectMeta, prevMeta)
+			sharePrev(pod, cachedPod(cached, pod), trimHostSpec)
 			return pod, nil
 		}
 		stub := &corev1.Pod{TypeMeta: pod.TypeMeta, Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName}}

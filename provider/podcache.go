@@ -170,34 +170,88 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 // Everything else (mounts, probes, commands, security contexts, scheduling
 // terms, plain env values) is dropped.
 func MemberPodTransform(installation string) cache.TransformFunc {
+	return MemberPodsTransform(installation, nil)
+}
+
+// MemberPodsTransform is MemberPodTransform for the member pod informer
+// whose store cached returns (nil while there is none): a new version of
+// a pod the installation forwarded shares with the version cached what
+// did not change, as HostPodsTransform does for host pods.
+func MemberPodsTransform(installation string, cached func() cache.Store) cache.TransformFunc {
+	ours := func(pod *corev1.Pod) bool {
+		return pod.Labels[wellknown.InstallationLabel] == installation && pod.Labels[wellknown.ClusterLabel] != ""
+	}
 	return func(obj any) (any, error) {
 		obj, _ = StripManagedFields(obj)
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Labels[wellknown.InstallationLabel] != installation || pod.Labels[wellknown.ClusterLabel] == "" {
+		if !ok || !ours(pod) {
 			return obj, nil
 		}
-		s := &pod.Spec
-		*s = corev1.PodSpec{
-			Volumes:               referenceVolumes(s.Volumes),
-			InitContainers:        readContainers(s.InitContainers),
-			Containers:            readContainers(s.Containers),
-			EphemeralContainers:   readEphemeralContainers(s.EphemeralContainers),
-			RestartPolicy:         s.RestartPolicy,
-			ActiveDeadlineSeconds: s.ActiveDeadlineSeconds,
-			ServiceAccountName:    s.ServiceAccountName,
-			NodeName:              s.NodeName,
-			ImagePullSecrets:      s.ImagePullSecrets,
-			Tolerations:           s.Tolerations,
-			Priority:              s.Priority,
-			PriorityClassName:     s.PriorityClassName,
-			Overhead:              s.Overhead,
-			Resources:             s.Resources,
+		// An adopted pod's cached version is not trimmed.
+		prev := cachedPod(cached, pod)
+		if prev != nil && !ours(prev) {
+			prev = nil
 		}
-		internSpec(s)
-		internMeta(&pod.ObjectMeta, wellknown.HostUIDLabel, wellknown.HostNameAnnotation)
-		internStatus(&pod.Status)
+		sharePrev(pod, prev, trimMemberSpec, wellknown.HostUIDLabel, wellknown.HostNameAnnotation)
 		return pod, nil
 	}
+}
+
+// trimMemberSpec is what MemberPodTransform does to the spec of a pod the
+// installation forwarded.
+func trimMemberSpec(s *corev1.PodSpec) {
+	*s = corev1.PodSpec{
+		Volumes:               referenceVolumes(s.Volumes),
+		InitContainers:        readContainers(s.InitContainers),
+		Containers:            readContainers(s.Containers),
+		EphemeralContainers:   readEphemeralContainers(s.EphemeralContainers),
+		RestartPolicy:         s.RestartPolicy,
+		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds,
+		ServiceAccountName:    s.ServiceAccountName,
+		NodeName:              s.NodeName,
+		ImagePullSecrets:      s.ImagePullSecrets,
+		Tolerations:           s.Tolerations,
+		Priority:              s.Priority,
+		PriorityClassName:     s.PriorityClassName,
+		Overhead:              s.Overhead,
+		Resources:             s.Resources,
+	}
+	internSpec(s)
+}
+
+// cachedPod is the version of pod the store cached returns holds, if any.
+func cachedPod(cached func() cache.Store, pod *corev1.Pod) *corev1.Pod {
+	if cached == nil {
+		return nil
+	}
+	store := cached()
+	if store == nil {
+		return nil
+	}
+	obj, _, _ := store.Get(pod)
+	prev, _ := obj.(*corev1.Pod)
+	return prev
+}
+
+// sharePrev transforms pod, a new version of prev (nil when none is
+// cached): its spec trimmed by trim unless known unchanged by its
+// generation (it is then prev's, trimmed already), its status and
+// metadata interned, and what did not change shared with prev.
+// unique are the labels and annotations whose values are the pod's own
+// (internMeta).
+func sharePrev(pod, prev *corev1.Pod, trim func(*corev1.PodSpec), unique ...string) {
+	internStatus(&pod.Status)
+	if prev != nil && prev.Generation > 0 && shareUnchanged(prev, pod) {
+		internMetaAfter(&pod.ObjectMeta, &prev.ObjectMeta, unique...)
+		return
+	}
+	trim(&pod.Spec)
+	var prevMeta *metav1.ObjectMeta
+	if prev != nil {
+		shareUnchanged(prev, pod)
+		prevMeta = &prev.ObjectMeta
+	}
+	internMetaAfter(&pod.ObjectMeta, prevMeta, unique...)
 }
 
 // The functions below trim in place, allocating nothing.

@@ -8,8 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // richHostPod is an admitted host pod that uses every kind of reference
@@ -226,4 +229,41 @@ func quantitiesEqual(a, b corev1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// TestMemberPodVersionsShare: a status update of a forwarded member pod
+// shares the cached version's trimmed spec and unchanged metadata, and
+// reads as the transform alone makes it; the version cached of a pod
+// adopted since (not trimmed) is not taken for a trimmed one.
+func TestMemberPodVersionsShare(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	member := admittedMemberPod(richHostPod(), target)
+	member.Generation = 1
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	transform := MemberPodsTransform(testInstallation, func() cache.Store { return store })
+	first := transformed(t, transform, member)
+	if err := store.Add(first); err != nil {
+		t.Fatal(err)
+	}
+	next := member.DeepCopy()
+	next.ResourceVersion, next.Status.Phase = "13", corev1.PodSucceeded
+	got := transformed(t, transform, next)
+	if d := cmp.Diff(transformed(t, MemberPodTransform(testInstallation), next), got); d != "" {
+		t.Errorf("a status update reads differently (-transform alone +shared):\n%s", d)
+	}
+	if &got.Spec.Volumes[0] != &first.Spec.Volumes[0] || !sameMap(got.Labels, first.Labels) || !sameMap(got.Annotations, first.Annotations) {
+		t.Error("a status update holds its own copy of the unchanged spec or metadata")
+	}
+
+	// The cached version is the member's own pod, untrimmed; the new one
+	// is ours since an adoption.
+	own := member.DeepCopy()
+	delete(own.Labels, wellknown.InstallationLabel)
+	if err := store.Update(transformed(t, transform, own)); err != nil {
+		t.Fatal(err)
+	}
+	adopted := transformed(t, transform, member)
+	if d := cmp.Diff(transformed(t, MemberPodTransform(testInstallation), member), adopted); d != "" {
+		t.Errorf("an adopted pod is cached otherwise than the transform alone makes it (-alone +shared):\n%s", d)
+	}
 }

@@ -159,7 +159,10 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	ctx, stop := context.WithCancelCause(ctx)
 	// Member pods this installation forwarded are cached with only what
 	// flotilla reads of them; see provider.MemberPodTransform.
-	memberInformers := kube.NewFactory(cfg.MemberClient, kube.WithTransform(provider.MemberPodTransform(cfg.Installation)))
+	var memberPodStore cache.Store // set before the informer starts
+	memberInformers := kube.NewFactory(cfg.MemberClient,
+		kube.WithTransform(provider.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
+	memberPodStore = memberInformers.Pods().Informer().GetStore()
 	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform))
 	// One informer watches the host pods of every virtual node of the
 	// process; each node sees its own through provider.NodePodInformer.
