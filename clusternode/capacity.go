@@ -42,11 +42,7 @@ func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selec
 // ownerKey names the virtual node that forwarded a member pod, as
 // wellknown.Owner.Owns tells it: the group of a member's fit.Usage.
 func ownerKey(p *corev1.Pod) string {
-	c, i := p.Labels[wellknown.ClusterLabel], p.Labels[wellknown.InstallationLabel]
-	if c == "" && i == "" {
-		return ""
-	}
-	return c + "\x00" + i
+	return keyOf(wellknown.Owner{Cluster: p.Labels[wellknown.ClusterLabel], Installation: p.Labels[wellknown.InstallationLabel]})
 }
 
 // keyOf is ownerKey of the pods o owns.

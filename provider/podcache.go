@@ -44,9 +44,7 @@ func StripManagedFields(obj any) (any, error) {
 func HostPodTransform(obj any) (any, error) {
 	obj, _ = StripManagedFields(obj)
 	if pod, ok := obj.(*corev1.Pod); ok {
-		internMeta(&pod.ObjectMeta)
-		internStatus(&pod.Status)
-		trimHostSpec(&pod.Spec)
+		sharePrev(pod, nil, trimHostSpec)
 	}
 	return obj, nil
 }
