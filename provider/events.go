@@ -56,6 +56,11 @@ func newEventMirror(e *env, b record.EventBroadcaster) (*eventMirror, error) {
 		return kube.NewInformer(c, &corev1.Event{}, metav1.NamespaceAll, 0,
 			func(o *metav1.ListOptions) { o.FieldSelector = "involvedObject.kind=Pod" }, cache.Indexers{})
 	})
+	// The informer is the mirror's alone (the partitions of a member share
+	// it): it keeps what the mirror reads, in place of the factory's
+	// transform. It fails only once the factory started, and then the
+	// informer has it already.
+	_ = informer.SetTransform(MemberEventTransform)
 	m.events = informer.GetStore()
 	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    m.observe,
@@ -66,13 +71,11 @@ func newEventMirror(e *env, b record.EventBroadcaster) (*eventMirror, error) {
 }
 
 func (m *eventMirror) observe(obj any) {
-	e, ok := obj.(*corev1.Event)
-	if !ok || eventTime(e).Before(m.since) {
+	e := asMemberEvent(obj)
+	if e == nil || e.at.Before(m.since) {
 		return
 	}
-	if key, err := cache.MetaNamespaceKeyFunc(e); err == nil {
-		m.queue.Add(key)
-	}
+	m.queue.Add(cache.ObjectName{Namespace: e.namespace, Name: e.name}.String())
 }
 
 // run mirrors events until ctx ends.
@@ -93,32 +96,23 @@ func (m *eventMirror) sync(_ context.Context, key string) error {
 // pod, and reports whether to try again because the pod is not found.
 func (m *eventMirror) mirror(key string) (retry bool) {
 	obj, ok, _ := m.events.GetByKey(key)
-	e, _ := obj.(*corev1.Event)
+	e := asMemberEvent(obj)
 	if !ok || e == nil {
 		return false
 	}
-	count := max(e.Count, 1)
-	if e.Series != nil {
-		count = max(count, e.Series.Count)
-	}
 	m.mu.Lock()
-	done := m.mirrored[e.UID] >= count
+	done := m.mirrored[e.uid] >= e.count
 	m.mu.Unlock()
 	if done {
 		return false
 	}
-	host, retry := m.hostPodOf(e.InvolvedObject)
+	host, retry := m.hostPodOf(e.pod)
 	if host == nil {
 		return retry
 	}
-	component := e.Source.Component
-	if component == "" {
-		// Recorded through events.k8s.io, as the scheduler does.
-		component = e.ReportingController
-	}
-	m.recorder(component).Event(host, e.Type, e.Reason, e.Message)
+	m.recorder(e.component).Event(host, e.eventType, e.reason, e.message)
 	m.mu.Lock()
-	m.mirrored[e.UID] = count
+	m.mirrored[e.uid] = e.count
 	m.mu.Unlock()
 	return false
 }
@@ -127,9 +121,9 @@ func (m *eventMirror) forget(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if e, ok := obj.(*corev1.Event); ok {
+	if e := asMemberEvent(obj); e != nil {
 		m.mu.Lock()
-		delete(m.mirrored, e.UID)
+		delete(m.mirrored, e.uid)
 		m.mu.Unlock()
 	}
 }
@@ -138,7 +132,7 @@ func (m *eventMirror) forget(obj any) {
 // UIDs on both sides so an event never lands on a namesake. When it finds
 // none, retry says whether a cache may not show the pods yet: the member pod
 // is missing, or it is this node's and its host pod is missing.
-func (m *eventMirror) hostPodOf(ref corev1.ObjectReference) (host *corev1.Pod, retry bool) {
+func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 	member, err := m.env.memberPods.Pods(ref.Namespace).Get(ref.Name)
 	if err != nil {
 		return nil, true
@@ -168,6 +162,76 @@ func (m *eventMirror) recorder(component string) record.EventRecorder {
 		m.recorders[component] = r
 	}
 	return r
+}
+
+// memberEvent is what the mirror keeps of a member event: a cached
+// corev1.Event, decoded whole, holds about 1.2 KB, and a member keeps the
+// events of each of its pods for an hour (the apiserver's event TTL),
+// five or more per pod where a kubelet runs it. It is a cache.Store's
+// object (see GetObjectMeta), read-only once made: the partitions of a
+// member share it.
+type memberEvent struct {
+	namespace, name string
+	uid             types.UID
+	// at is when it last happened, count how often.
+	at    time.Time
+	count int32
+	pod   podRef
+	// component reported it.
+	component, eventType, reason, message string
+}
+
+// podRef names the pod an event is about.
+type podRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+// GetObjectMeta makes a memberEvent an object to client-go's stores and
+// FIFOs, which read its key (namespace and name) through meta.Accessor.
+func (e *memberEvent) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: e.namespace, Name: e.name, UID: e.uid}
+}
+
+// MemberEventTransform is the transform of the member event informer: it
+// makes each event a memberEvent.
+func MemberEventTransform(obj any) (any, error) {
+	if e, ok := obj.(*corev1.Event); ok {
+		return newMemberEvent(e), nil
+	}
+	return obj, nil
+}
+
+func newMemberEvent(e *corev1.Event) *memberEvent {
+	count := max(e.Count, 1)
+	if e.Series != nil {
+		count = max(count, e.Series.Count)
+	}
+	component := e.Source.Component
+	if component == "" {
+		// Recorded through events.k8s.io, as the scheduler does.
+		component = e.ReportingController
+	}
+	ref := e.InvolvedObject
+	m := &memberEvent{namespace: e.Namespace, name: e.Name, uid: e.UID, at: eventTime(e), count: count,
+		pod:       podRef{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
+		component: component, eventType: e.Type, reason: e.Reason, message: e.Message}
+	for _, s := range []*string{&m.namespace, &m.pod.Namespace, &m.component, &m.eventType, &m.reason} {
+		str(s)
+	}
+	return m
+}
+
+// asMemberEvent is obj as the mirror reads it: an informer without
+// MemberEventTransform (one started before the mirror) holds events.
+func asMemberEvent(obj any) *memberEvent {
+	switch e := obj.(type) {
+	case *memberEvent:
+		return e
+	case *corev1.Event:
+		return newMemberEvent(e)
+	}
+	return nil
 }
 
 func eventTime(e *corev1.Event) time.Time {
