@@ -98,6 +98,7 @@ var (
 	projections   = table[*corev1.ProjectedVolumeSource]{limit: 1024}
 	secretVols    = table[*corev1.SecretVolumeSource]{limit: 1024}
 	configVols    = table[*corev1.ConfigMapVolumeSource]{limit: 1024}
+	podSecurity   = table[*corev1.PodSecurityContext]{limit: 1024}
 )
 
 // marshaler is a generated API type, which encodes itself to protobuf:
@@ -219,6 +220,10 @@ func internSpec(s *corev1.PodSpec) {
 		case v.ConfigMap != nil:
 			v.ConfigMap = internShared(&configVols, v.ConfigMap, v.ConfigMap)
 		}
+	}
+	// Most pods have the empty one the apiserver defaults.
+	if s.SecurityContext != nil {
+		s.SecurityContext = internShared(&podSecurity, s.SecurityContext, s.SecurityContext)
 	}
 	if len(s.Tolerations) > 0 {
 		parts := make([]marshaler, len(s.Tolerations))
