@@ -8,11 +8,11 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -162,8 +162,7 @@ func (s *hostStatus) write(ctx context.Context, key string) error {
 		s.env.cfg.Metrics.statusUnchanged(key)
 		return nil
 	}
-	_, err = s.env.cfg.HostClient.CoreV1().Pods(ns).UpdateStatus(ctx,
-		&corev1.Pod{ObjectMeta: host.ObjectMeta, Status: want.status}, metav1.UpdateOptions{})
+	err = kube.UpdatePodStatus(ctx, s.env.cfg.HostClient, &corev1.Pod{ObjectMeta: host.ObjectMeta, Status: want.status})
 	switch {
 	case err == nil:
 		done(&writtenStatus{onto: host.ResourceVersion, status: &want.status})

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -97,7 +98,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 	if err := Confine(member, p.cfg.Partition); err != nil {
 		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
 	}
-	_, err = p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Create(ctx, member, metav1.CreateOptions{})
+	err = kube.CreatePod(ctx, p.cfg.MemberClient, member)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		if err := p.adopt(ctx, pod, t); err != nil {
