@@ -3,7 +3,6 @@ package provider
 import (
 	"fmt"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -288,21 +287,48 @@ func StatusMatters(cur, want corev1.PodStatus) bool {
 	if cur.ObservedGeneration == 0 {
 		want.ObservedGeneration = 0
 	}
-	return !equality.Semantic.DeepEqual(comparableStatus(cur), comparableStatus(want))
+	if !sameConditions(cur.Conditions, want.Conditions) {
+		return true
+	}
+	cur.Conditions, want.Conditions = nil, nil
+	return !equality.Semantic.DeepEqual(cur, want)
 }
 
-func comparableStatus(s corev1.PodStatus) corev1.PodStatus {
-	out := s
-	out.Conditions = nil
-	byType := map[corev1.PodConditionType]corev1.PodCondition{}
-	for _, c := range s.Conditions {
-		c.LastProbeTime, c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
-		byType[c.Type] = c
+// sameConditions reports whether a and b have conditions of the same types
+// and, of each type, the same last one but for its times and observed
+// generation. It runs on every member pod event, so it compares in place:
+// a pod has a handful of conditions.
+func sameConditions(a, b []corev1.PodCondition) bool {
+	for _, x := range a {
+		if !sameCondition(lastCondition(a, x.Type), lastCondition(b, x.Type)) {
+			return false
+		}
 	}
-	for _, t := range slices.Sorted(maps.Keys(byType)) {
-		out.Conditions = append(out.Conditions, byType[t])
+	for _, y := range b {
+		if lastCondition(a, y.Type) == nil {
+			return false
+		}
 	}
-	return out
+	return true
+}
+
+func lastCondition(cs []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].Type == t {
+			return &cs[i]
+		}
+	}
+	return nil
+}
+
+func sameCondition(x, y *corev1.PodCondition) bool {
+	if x == nil || y == nil {
+		return x == y
+	}
+	a, b := *x, *y
+	a.LastProbeTime, a.LastTransitionTime, a.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
+	b.LastProbeTime, b.LastTransitionTime, b.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
+	return a == b
 }
 
 // Reasons for the host pod's status and events.

@@ -1,11 +1,15 @@
 package provider
 
 import (
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -317,6 +321,55 @@ func TestStatusMatters(t *testing.T) {
 				t.Errorf("StatusMatters = %v, want %v", got, tc.ok)
 			}
 		})
+	}
+}
+
+// TestStatusMattersAsSortedCopies: StatusMatters compares conditions as
+// copies sorted by type, the last of each type kept, without their times
+// and observed generation, would compare: checked on random pairs of
+// condition lists with repeated types, missing types and changed fields.
+func TestStatusMattersAsSortedCopies(t *testing.T) {
+	byCopy := func(s corev1.PodStatus) corev1.PodStatus {
+		byType := map[corev1.PodConditionType]corev1.PodCondition{}
+		for _, c := range s.Conditions {
+			c.LastProbeTime, c.LastTransitionTime, c.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
+			byType[c.Type] = c
+		}
+		s.Conditions = nil
+		for _, t := range slices.Sorted(maps.Keys(byType)) {
+			s.Conditions = append(s.Conditions, byType[t])
+		}
+		return s
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	types := []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReady, corev1.ContainersReady, corev1.PodInitialized}
+	conditions := func() []corev1.PodCondition {
+		var cs []corev1.PodCondition
+		for range rng.IntN(6) {
+			cs = append(cs, corev1.PodCondition{Type: types[rng.IntN(len(types))],
+				Status: []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse}[rng.IntN(2)],
+				Reason: []string{"", "Unschedulable"}[rng.IntN(2)], ObservedGeneration: int64(rng.IntN(2)),
+				LastTransitionTime: metav1.NewTime(time.Unix(int64(rng.IntN(2)), 0))})
+		}
+		return cs
+	}
+	differ := 0
+	for range 5000 {
+		cur, want := corev1.PodStatus{Conditions: conditions()}, corev1.PodStatus{Conditions: conditions()}
+		if rng.IntN(3) == 0 {
+			want.Conditions = slices.Clone(cur.Conditions)
+			rng.Shuffle(len(want.Conditions), func(i, j int) { want.Conditions[i], want.Conditions[j] = want.Conditions[j], want.Conditions[i] })
+		}
+		expect := !equality.Semantic.DeepEqual(byCopy(cur), byCopy(want))
+		if expect {
+			differ++
+		}
+		if got := StatusMatters(cur, want); got != expect {
+			t.Fatalf("StatusMatters(%+v, %+v) = %v, want %v", cur.Conditions, want.Conditions, got, expect)
+		}
+	}
+	if differ == 0 || differ == 5000 {
+		t.Errorf("%d of 5000 pairs differ: the walk tells nothing", differ)
 	}
 }
 
