@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
@@ -128,6 +130,55 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		// deletion at once rather than after the grace period.
 		w.eventually("host pod deleted", func() bool { return w.hostPodGone("web") })
 	})
+	// The apiserver bumps a pod's generation as its graceful deletion
+	// starts. That alone is not written onto the host pod, which is about
+	// to go: it comes with the member pod's next status, as a kubelet's
+	// status of stopped containers brings it.
+	t.Run("no status for the deletion alone", func(t *testing.T) {
+		w := newHarness(t)
+		w.createHostPod(boundPod("web", func(p *corev1.Pod) { p.Generation = 1 }))
+		w.runMemberPod(testNamespace, "web")
+		pods := corev1.SchemeGroupVersion.WithResource("pods")
+		// The member pod terminates for its grace period, as a kubelet's does.
+		w.member.PrependReactor("delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+			d := a.(ktesting.DeleteAction)
+			obj, err := w.member.Tracker().Get(pods, d.GetNamespace(), d.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			m := obj.(*corev1.Pod).DeepCopy()
+			if m.DeletionTimestamp == nil {
+				m.DeletionTimestamp, m.DeletionGracePeriodSeconds = ptr.To(metav1.Now()), ptr.To[int64](30)
+				m.Generation++
+			}
+			return true, nil, w.member.Tracker().Update(pods, m, m.Namespace)
+		})
+		host, _ := w.getHostPod("web")
+		host = host.DeepCopy()
+		host.DeletionTimestamp = ptr.To(metav1.Now())
+		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		host.Generation = 2
+		written := statusWrites(w.host)
+		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("member pod terminating", func() bool {
+			m, err := w.memberPod(testNamespace, "web")
+			return err == nil && m.DeletionTimestamp != nil
+		})
+		w.never("a host status write for the deletion alone", 200*time.Millisecond, func() bool { return statusWrites(w.host) != written })
+		// The member's containers stop: that is written, with the generation.
+		m, _ := w.memberPod(testNamespace, "web")
+		m = m.DeepCopy()
+		m.Status.Conditions[0].Status = corev1.ConditionFalse
+		if _, err := w.member.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("the stopped containers on the host pod", func() bool {
+			h, err := w.getHostPod("web")
+			return err == nil && h.Status.ObservedGeneration == 2 && h.Status.Conditions[0].Status == corev1.ConditionFalse
+		})
+	})
 	t.Run("force", func(t *testing.T) {
 		w := newHarness(t)
 		w.createHostPod(boundPod("web"))
@@ -137,6 +188,17 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		}
 		w.eventually("member pod deleted", func() bool { return !w.memberPodExists(testNamespace, "web") })
 	})
+}
+
+// statusWrites counts the pod status writes made to c.
+func statusWrites(c *fake.Clientset) int {
+	n := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "update" && a.GetResource().Resource == "pods" && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
 }
 
 func TestStatusBackSync(t *testing.T) {
