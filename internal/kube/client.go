@@ -11,8 +11,11 @@ package kube
 
 import (
 	"errors"
+	"net/http"
 
+	k8scorev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes/scheme"
 	appsv1 "k8s.io/client-go/kubernetes/typed/apps/v1"
 	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
@@ -72,7 +75,7 @@ func NewForConfig(c *rest.Config) (*Clientset, error) {
 	if cs.discovery, err = discovery.NewDiscoveryClientForConfigAndClient(&cfg, hc); err != nil {
 		return nil, err
 	}
-	if cs.core, err = corev1.NewForConfigAndClient(&cfg, hc); err != nil {
+	if cs.core, err = newCore(&cfg, hc); err != nil {
 		return nil, err
 	}
 	if cs.apps, err = appsv1.NewForConfigAndClient(&cfg, hc); err != nil {
@@ -94,6 +97,23 @@ func NewForConfig(c *rest.Config) (*Clientset, error) {
 		return nil, err
 	}
 	return &cs, nil
+}
+
+// newCore is corev1.NewForConfigAndClient with lean protobuf decoders
+// (leanSerializer): the core group holds the pods and events whose watches
+// flotilla-node decodes most.
+func newCore(c *rest.Config, hc *http.Client) (*corev1.CoreV1Client, error) {
+	cfg := *c
+	gv := k8scorev1.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/api"
+	cfg.NegotiatedSerializer = lean(rest.CodecFactoryForGeneratedClient(scheme.Scheme, scheme.Codecs).WithoutConversion(),
+		scheme.Scheme, scheme.Scheme)
+	rc, err := rest.RESTClientForConfigAndClient(&cfg, hc)
+	if err != nil {
+		return nil, err
+	}
+	return corev1.New(rc), nil
 }
 
 func (c *Clientset) Discovery() discovery.DiscoveryInterface { return c.discovery }
