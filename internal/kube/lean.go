@@ -149,10 +149,14 @@ func bytesFields(b []byte, f func(num protowire.Number, v []byte) bool) bool {
 }
 
 // leanEvents decodes a watch event frame into a metav1.WatchEvent whose
-// object's bytes are the frame's own, not a copy. The frame's buffer is
-// the streaming decoder's, read into again for the next frame: client-go's
-// watch decoder (rest/watch.Decoder) decodes the object before it reads
-// on, and nothing else decodes watch events.
+// object's bytes are the frame's own, not a copy, without the object's
+// managed fields. The frame's buffer is the streaming decoder's, read into
+// again for the next frame: client-go's watch decoder (rest/watch.Decoder)
+// decodes the object before it reads on, and nothing else decodes watch
+// events. flotilla-node watches only through informers, which drop the
+// managed fields (provider.StripManagedFields): they are dropped from the
+// frame before the object is decoded, which spares decoding them, a
+// third of a pod's bytes.
 type leanEvents struct{ runtime.Serializer }
 
 func (s leanEvents) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
@@ -164,7 +168,7 @@ func (s leanEvents) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 	if !ok {
 		return s.Serializer.Decode(data, defaults, into)
 	}
-	*e = metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
+	*e = metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: withoutManagedFields(raw)}}
 	return e, &schema.GroupVersionKind{Group: metav1.GroupName, Version: "v1", Kind: "WatchEvent"}, nil
 }
 
@@ -197,4 +201,85 @@ func eventType(b []byte) string {
 		}
 	}
 	return string(b)
+}
+
+// span is where a length-delimited field lies in a message: its tag at
+// tag, its length at length, its contents from start to end.
+type span struct{ tag, length, start, end int }
+
+// fieldSpans returns the spans of the length-delimited fields numbered num
+// of the message b[from:to], with offsets into b.
+func fieldSpans(b []byte, from, to int, num protowire.Number) (spans []span, ok bool) {
+	i := from
+	for i < to {
+		n, typ, tn := protowire.ConsumeTag(b[i:to])
+		if tn < 0 {
+			return nil, false
+		}
+		if typ != protowire.BytesType {
+			vn := protowire.ConsumeFieldValue(n, typ, b[i+tn:to])
+			if vn < 0 {
+				return nil, false
+			}
+			i += tn + vn
+			continue
+		}
+		l, ln := protowire.ConsumeVarint(b[i+tn : to])
+		if ln < 0 || l > uint64(to-(i+tn+ln)) {
+			return nil, false
+		}
+		sp := span{tag: i, length: i + tn, start: i + tn + ln, end: i + tn + ln + int(l)}
+		if n == num {
+			spans = append(spans, sp)
+		}
+		i = sp.end
+	}
+	return spans, true
+}
+
+// withoutManagedFields drops, in place, the managed fields of the object
+// in the protobuf body env (prefix and runtime.Unknown): field 17 of its
+// ObjectMeta, which is field 1 of every API object. It returns env
+// shortened, or as it was when it has none or reads otherwise.
+//
+// Only lengths shrink, so each part is moved to where it goes before
+// anything after it is: the object's length (field 2 of the envelope),
+// what comes before the metadata in the object, the metadata's length,
+// the metadata but its managed fields, and what follows.
+func withoutManagedFields(env []byte) []byte {
+	if !bytes.HasPrefix(env, protobufPrefix) {
+		return env
+	}
+	objs, ok := fieldSpans(env, len(protobufPrefix), len(env), 2)
+	if !ok || len(objs) != 1 {
+		return env
+	}
+	obj := objs[0]
+	metas, ok := fieldSpans(env, obj.start, obj.end, 1)
+	if !ok || len(metas) != 1 {
+		return env
+	}
+	meta := metas[0]
+	managed, ok := fieldSpans(env, meta.start, meta.end, 17)
+	if !ok || len(managed) == 0 {
+		return env
+	}
+	removed := 0
+	for _, m := range managed {
+		removed += m.end - m.tag
+	}
+	metaLen := meta.end - meta.start - removed
+	objLen := obj.end - obj.start - removed - (meta.start - meta.length - protowire.SizeVarint(uint64(metaLen)))
+
+	w := obj.length
+	w = len(protowire.AppendVarint(env[:w], uint64(objLen)))
+	w += copy(env[w:], env[obj.start:meta.length])
+	w = len(protowire.AppendVarint(env[:w], uint64(metaLen)))
+	r := meta.start
+	for _, m := range managed {
+		w += copy(env[w:], env[r:m.tag])
+		r = m.end
+	}
+	w += copy(env[w:], env[r:])
+	return env[:w]
 }

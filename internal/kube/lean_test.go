@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -25,6 +26,22 @@ func negotiators() (std, lean_ runtime.ClientNegotiator) {
 	return runtime.NewClientNegotiator(ns, gv), runtime.NewClientNegotiator(lean(ns, scheme.Scheme, scheme.Scheme), gv)
 }
 
+// The managed fields of a Deployment's pod, as its ReplicaSet's controller
+// and a kubelet write them.
+const (
+	specFields = `{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:pod-template-hash":{}},` +
+		`"f:ownerReferences":{".":{},"k:{\"uid\":\"9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d\"}":{}}},` +
+		`"f:spec":{"f:containers":{"k:{\"name\":\"app\"}":{".":{},"f:image":{},"f:imagePullPolicy":{},"f:name":{},` +
+		`"f:resources":{".":{},"f:requests":{".":{},"f:cpu":{},"f:memory":{}}},"f:terminationMessagePath":{},` +
+		`"f:terminationMessagePolicy":{}}},"f:dnsPolicy":{},"f:enableServiceLinks":{},"f:restartPolicy":{},` +
+		`"f:schedulerName":{},"f:securityContext":{},"f:terminationGracePeriodSeconds":{}}}`
+	statusFields = `{"f:status":{"f:conditions":{"k:{\"type\":\"ContainersReady\"}":{".":{},"f:lastProbeTime":{},` +
+		`"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Initialized\"}":{".":{},"f:lastProbeTime":{},` +
+		`"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},"f:lastProbeTime":{},` +
+		`"f:lastTransitionTime":{},"f:status":{},"f:type":{}}},"f:containerStatuses":{},"f:hostIP":{},"f:hostIPs":{},` +
+		`"f:phase":{},"f:podIP":{},"f:podIPs":{".":{},"k:{\"ip\":\"10.0.0.1\"}":{".":{},"f:ip":{}}},"f:startTime":{}}}`
+)
+
 // wirePod is the i-th pod of a workload as the apiserver serves it,
 // managed fields and all.
 func wirePod(i int) *corev1.Pod {
@@ -33,8 +50,12 @@ func wirePod(i int) *corev1.Pod {
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("web-%d", i), UID: "u", ResourceVersion: fmt.Sprint(100 + i),
 			Generation: 1, CreationTimestamp: now, Labels: map[string]string{"app": "web"},
-			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
-				APIVersion: "v1", Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}}}`)}}}},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now,
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(specFields)}},
+				{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &now, Subresource: "status",
+					FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(statusFields)}},
+			}},
 		Spec: corev1.PodSpec{NodeName: "beijing", Containers: []corev1.Container{{Name: "c", Image: "nginx",
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: fmt.Sprintf("10.0.0.%d", i),
@@ -109,10 +130,14 @@ func TestLeanDecodesAsClientGo(t *testing.T) {
 	if d := cmp.Diff(wantTypes, gotTypes); d != "" {
 		t.Errorf("event types (-client-go +lean):\n%s", d)
 	}
+	// The lean watch leaves the managed fields out.
+	for _, obj := range want {
+		obj.(metav1.Object).SetManagedFields(nil)
+	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("watch objects (-client-go +lean):\n%s", d)
 	}
-	if p, ok := got[0].(*corev1.Pod); !ok || p.Name != "web-0" || p.Status.PodIP != "10.0.0.0" || len(p.ManagedFields) != 1 {
+	if p, ok := got[0].(*corev1.Pod); !ok || p.Name != "web-0" || p.Status.PodIP != "10.0.0.0" {
 		t.Errorf("the first pod read after the stream moved on: %+v", got[0])
 	}
 
@@ -155,6 +180,61 @@ func TestLeanDecodesAsClientGo(t *testing.T) {
 				t.Errorf("(-client-go +lean):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestWithoutManagedFields: a body without its managed fields decodes to
+// the object without them, whatever their number, sizes and places among
+// the other metadata (lengths on either side of a varint's byte
+// boundaries); a body without them, or of an object without metadata, or
+// cut short, comes back as it was.
+func TestWithoutManagedFields(t *testing.T) {
+	_, dec := negotiators()
+	d, _ := dec.Decoder(runtime.ContentTypeProtobuf, nil)
+	rng := rand.New(rand.NewPCG(3, 4))
+	sizes := []int{0, 1, 60, 120, 127, 128, 200, 16000, 16383, 16384, 20000}
+	for i := range 300 {
+		pod := wirePod(i)
+		pod.ManagedFields = nil
+		for range rng.IntN(5) {
+			raw := bytes.Repeat([]byte{'x'}, sizes[rng.IntN(len(sizes))])
+			pod.ManagedFields = append(pod.ManagedFields, metav1.ManagedFieldsEntry{Manager: "m", FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: raw}})
+		}
+		// Metadata of about the sizes above, around the managed fields.
+		pod.Annotations = map[string]string{"a": string(bytes.Repeat([]byte{'y'}, sizes[rng.IntN(len(sizes))]))}
+		pod.Finalizers = []string{"f"}
+		body := encode(t, pod)
+		got := withoutManagedFields(bytes.Clone(body))
+		if len(pod.ManagedFields) == 0 && !bytes.Equal(got, body) {
+			t.Fatalf("pod %d: a body without managed fields changed", i)
+		}
+		want := pod.DeepCopy()
+		want.ManagedFields = nil
+		want.TypeMeta = metav1.TypeMeta{} // as a typed client decodes it
+		obj, err := runtime.Decode(d, got)
+		if err != nil {
+			t.Fatalf("pod %d (%d managed fields): %v", i, len(pod.ManagedFields), err)
+		}
+		if diff := cmp.Diff(want, obj); diff != "" {
+			t.Fatalf("pod %d (%d managed fields) (-want +got):\n%s", i, len(pod.ManagedFields), diff)
+		}
+		// Cut short: left as it was, unless cut between the envelope's
+		// fields after the whole object, which is a body still.
+		cut := body[:rng.IntN(len(body))]
+		if got := withoutManagedFields(bytes.Clone(cut)); !bytes.Equal(got, cut) {
+			whole, err := runtime.Decode(d, cut)
+			if err != nil {
+				t.Fatalf("pod %d: a body cut at %d, which does not decode, changed", i, len(cut))
+			}
+			whole.(metav1.Object).SetManagedFields(nil)
+			if obj, err := runtime.Decode(d, got); err != nil || !cmp.Equal(whole, obj) {
+				t.Fatalf("pod %d: a body cut at %d decodes otherwise without its managed fields: %v", i, len(cut), err)
+			}
+		}
+	}
+	status := encode(t, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Message: "gone"})
+	if got := withoutManagedFields(bytes.Clone(status)); !bytes.Equal(got, status) {
+		t.Error("a Status changed")
 	}
 }
 
