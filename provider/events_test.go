@@ -2,7 +2,6 @@ package provider
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
@@ -86,30 +85,9 @@ func BenchmarkCachedEventBytes(b *testing.B) {
 		}
 		wire[i] = data
 	}
-	held := func(transform cache.TransformFunc) float64 {
-		kept := make([]any, 0, n)
-		runtime.GC()
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		for _, data := range wire {
-			decoded, _, err := codec.Decode(data, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			obj, err := transform(decoded)
-			if err != nil {
-				b.Fatal(err)
-			}
-			kept = append(kept, obj)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		runtime.KeepAlive(kept)
-		return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n
-	}
 	var decoded, kept float64
 	for b.Loop() {
-		decoded, kept = held(StripManagedFields), held(MemberEventTransform)
+		decoded, kept = heldDecoded(b, wire, StripManagedFields), heldDecoded(b, wire, MemberEventTransform)
 	}
 	b.ReportMetric(decoded, "decoded-B/event")
 	b.ReportMetric(kept, "kept-B/event")
