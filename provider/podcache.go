@@ -286,8 +286,8 @@ func referenceEnv(env []corev1.EnvVar) []corev1.EnvVar {
 	})
 }
 
-// referenceVolumes keeps the volumes that name a Secret, a ConfigMap or
-// the ServiceAccount's token, without their items.
+// referenceVolumes keeps the volumes that name a Secret or a ConfigMap
+// (but the member's root CA), without their items.
 func referenceVolumes(vs []corev1.Volume) []corev1.Volume {
 	return keepIn(vs, func(v *corev1.Volume) bool {
 		switch {
@@ -305,13 +305,14 @@ func referenceVolumes(vs []corev1.Volume) []corev1.Volume {
 				case p.Secret != nil:
 					p.Secret.Items = nil
 					*p = corev1.VolumeProjection{Secret: p.Secret}
-				case p.ConfigMap != nil:
+				case p.ConfigMap != nil && p.ConfigMap.Name != rootCAConfigMap:
 					p.ConfigMap.Items = nil
 					*p = corev1.VolumeProjection{ConfigMap: p.ConfigMap}
-				case p.ServiceAccountToken != nil:
-					*p.ServiceAccountToken = corev1.ServiceAccountTokenProjection{}
-					*p = corev1.VolumeProjection{ServiceAccountToken: p.ServiceAccountToken}
 				default:
+					// Of the token volume every pod has, its token is the
+					// pod's ServiceAccount's, a dependency of every pod
+					// through spec.serviceAccountName, and its root CA
+					// the member's own: none of it names a dependency.
 					return false
 				}
 				return true
