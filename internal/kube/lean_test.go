@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	restclientwatch "k8s.io/client-go/rest/watch"
+	"k8s.io/utils/ptr"
 )
 
 // negotiators are client-go's serializer for the core group and the lean one.
@@ -203,6 +204,10 @@ func TestWithoutManagedFields(t *testing.T) {
 		// Metadata of about the sizes above, around the managed fields.
 		pod.Annotations = map[string]string{"a": string(bytes.Repeat([]byte{'y'}, sizes[rng.IntN(len(sizes))]))}
 		pod.Finalizers = []string{"f"}
+		if rng.IntN(2) == 0 { // terminating, with an owner: more metadata around the managed fields
+			pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &pod.CreationTimestamp, ptr.To[int64](30)
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "o"}}
+		}
 		body := encode(t, pod)
 		got := withoutManagedFields(bytes.Clone(body))
 		if len(pod.ManagedFields) == 0 && !bytes.Equal(got, body) {
