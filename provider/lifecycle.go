@@ -307,7 +307,8 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		return nil
 	}
 	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
-		if member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds) {
+		if (member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds)) ||
+			p.deleteAsked(member, pod.DeletionGracePeriodSeconds) {
 			return nil // terminating; syncStatus finishes the host pod once it is gone
 		}
 		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
@@ -315,6 +316,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 			Preconditions:      metav1.NewUIDPreconditions(string(member.UID)),
 		})
 		if err == nil {
+			p.deleting.Store(member.UID, pod.DeletionGracePeriodSeconds)
 			return nil
 		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -179,6 +179,38 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 			return err == nil && h.Status.ObservedGeneration == 2 && h.Status.Conditions[0].Status == corev1.ConditionFalse
 		})
 	})
+	// A member under load shows the deletion late. Meanwhile
+	// virtual-kubelet removes the host pod at the end of its grace period
+	// and asks for the pod again, and the orphan check sees a member pod
+	// without its host pod: neither deletes it a second time.
+	t.Run("member slow to show the deletion", func(t *testing.T) {
+		w := newHarness(t)
+		w.createHostPod(boundPod("web"))
+		w.runMemberPod(testNamespace, "web")
+		w.member.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+			return true, nil, nil // accepted; the watch shows nothing yet
+		})
+		host, _ := w.getHostPod("web")
+		host = host.DeepCopy()
+		host.DeletionTimestamp = ptr.To(metav1.Now())
+		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		memberDeletes := func() int { return actions(w.member, "delete", "pods") }
+		w.eventually("member pod deleted", func() bool { return memberDeletes() == 1 })
+		// The end of the grace period, as virtual-kubelet ends it.
+		if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+		w.never("a second delete of the member pod", 300*time.Millisecond, func() bool { return memberDeletes() != 1 })
+		// The member pod goes: nothing is kept about it.
+		m, _ := w.memberPod(testNamespace, "web")
+		if err := w.member.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), testNamespace, "web"); err != nil {
+			t.Fatal(err)
+		}
+		w.eventually("the deletion forgotten", func() bool { _, asked := w.p.deleting.Load(m.UID); return !asked })
+	})
 	t.Run("force", func(t *testing.T) {
 		w := newHarness(t)
 		w.createHostPod(boundPod("web"))

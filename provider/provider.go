@@ -156,6 +156,14 @@ type Provider struct {
 	// handed holds the hand-backs under way (handBack by key); told, the
 	// member's last answer reported on a bare pod left waiting.
 	handed, told sync.Map
+	// deleting maps the UID of a member pod this process had the member
+	// delete to the grace period it asked for, until the member pod is
+	// seen gone (memberPodGone). A member under load shows a deletion late,
+	// and meanwhile virtual-kubelet asks again: at the end of a host pod's
+	// grace period it removes the host pod itself, and then asks the
+	// provider to delete the pod it still has. Deleting a terminating pod
+	// again changes nothing but costs the member a request.
+	deleting sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -193,7 +201,7 @@ func New(cfg Config) (*Provider, error) {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 			UpdateFunc: func(_, cur any) { p.memberPodChanged(cur) },
-			DeleteFunc: func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
+			DeleteFunc: func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj); p.memberPodGone(obj) },
 		},
 	})
 	if err != nil {
@@ -272,6 +280,23 @@ func (p *Provider) memberPodCameOrWent(obj any) {
 	if m, ok := obj.(*corev1.Pod); ok && p.svc != nil {
 		p.svc.podChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
 	}
+}
+
+func (p *Provider) memberPodGone(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, ok := obj.(*corev1.Pod); ok {
+		p.deleting.Delete(m.UID)
+	}
+}
+
+// deleteAsked reports whether this process had the member delete m with
+// a grace period no longer than grace already, which the cache does not
+// show yet.
+func (p *Provider) deleteAsked(m *corev1.Pod, grace *int64) bool {
+	asked, ok := p.deleting.Load(m.UID)
+	return ok && !shorterGrace(grace, asked.(*int64))
 }
 
 // NotifyPods makes virtual-kubelet leave pod status to the provider: a

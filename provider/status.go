@@ -126,7 +126,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 // precondition makes it exactly-once and keeps it off any newer pod of the
 // same name.
 func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
-	if m.DeletionTimestamp != nil {
+	if m.DeletionTimestamp != nil || p.deleteAsked(m, nil) {
 		return nil
 	}
 	// The cache may lag: a pod released to its cluster (its identity
