@@ -117,14 +117,7 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		w := newHarness(t)
 		w.createHostPod(boundPod("web"))
 		w.runMemberPod(testNamespace, "web")
-		// What the apiserver does on kubectl delete: the pod stays, marked.
-		host, _ := w.getHostPod("web")
-		host = host.DeepCopy()
-		host.DeletionTimestamp = ptr.To(metav1.Now())
-		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
-		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.markTerminating("web")
 		w.eventually("member pod deleted", func() bool { return !w.memberPodExists(testNamespace, "web") })
 		// Like a kubelet whose containers stopped, flotilla finishes the
 		// deletion at once rather than after the grace period.
@@ -153,15 +146,8 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 			}
 			return true, nil, w.member.Tracker().Update(pods, m, m.Namespace)
 		})
-		host, _ := w.getHostPod("web")
-		host = host.DeepCopy()
-		host.DeletionTimestamp = ptr.To(metav1.Now())
-		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
-		host.Generation = 2
 		written := statusWrites(w.host)
-		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.markTerminating("web")
 		w.eventually("member pod terminating", func() bool {
 			m, err := w.memberPod(testNamespace, "web")
 			return err == nil && m.DeletionTimestamp != nil
@@ -190,13 +176,7 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		w.member.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
 			return true, nil, nil // accepted; the watch shows nothing yet
 		})
-		host, _ := w.getHostPod("web")
-		host = host.DeepCopy()
-		host.DeletionTimestamp = ptr.To(metav1.Now())
-		host.DeletionGracePeriodSeconds = ptr.To[int64](30)
-		if _, err := w.host.CoreV1().Pods(testNamespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.markTerminating("web")
 		memberDeletes := func() int { return actions(w.member, "delete", "pods") }
 		w.eventually("member pod deleted", func() bool { return memberDeletes() == 1 })
 		// The end of the grace period, as virtual-kubelet ends it.
@@ -220,6 +200,26 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		}
 		w.eventually("member pod deleted", func() bool { return !w.memberPodExists(testNamespace, "web") })
 	})
+}
+
+// markTerminating does to a host pod what the apiserver does on kubectl
+// delete: the pod stays, marked, with a grace period of 30 s and its
+// generation bumped.
+func (w *harness) markTerminating(name string) {
+	w.t.Helper()
+	host, err := w.getHostPod(name)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	host = host.DeepCopy()
+	host.DeletionTimestamp = ptr.To(metav1.Now())
+	host.DeletionGracePeriodSeconds = ptr.To[int64](30)
+	if host.Generation > 0 {
+		host.Generation++
+	}
+	if _, err := w.host.CoreV1().Pods(host.Namespace).Update(w.ctx, host, metav1.UpdateOptions{}); err != nil {
+		w.t.Fatal(err)
+	}
 }
 
 // statusWrites counts the pod status writes made to c.
