@@ -187,34 +187,43 @@ var nodeVerbs = map[string]string{
 }
 
 // scrapeNodeRequests reads flotilla-node's request counter from its /metrics
-// endpoint at addr, keyed "apiserver VERB resource[/subresource]".
-func scrapeNodeRequests(ctx context.Context, addr string) (requestCounts, error) {
+// endpoint at addr, keyed "apiserver VERB resource[/subresource]": every
+// attempt, and apart those that did not succeed, keyed with their code
+// ("apiserver VERB resource code"); see parseNodeRequests.
+func scrapeNodeRequests(ctx context.Context, addr string) (all, failed requestCounts, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("get /metrics: %s", resp.Status)
+		return nil, nil, fmt.Errorf("get /metrics: %s", resp.Status)
 	}
 	return parseNodeRequests(resp.Body)
 }
 
-func parseNodeRequests(r io.Reader) (requestCounts, error) {
-	counts := requestCounts{}
-	err := forEachSample(r, nodeRequestMetric, func(labels map[string]string, v float64) {
+// parseNodeRequests counts flotilla-node's requests by attempt: client-go
+// retries some answers itself (a 429 after its Retry-After, for one), and
+// each try is counted, so failed tells them apart.
+func parseNodeRequests(r io.Reader) (all, failed requestCounts, err error) {
+	all, failed = requestCounts{}, requestCounts{}
+	err = forEachSample(r, nodeRequestMetric, func(labels map[string]string, v float64) {
 		verb := nodeVerbs[labels["verb"]]
 		if verb == "" {
 			verb = strings.ToUpper(labels["verb"])
 		}
-		counts[labels["apiserver"]+" "+verb+" "+labels["resource"]] += v
+		key := labels["apiserver"] + " " + verb + " " + labels["resource"]
+		all[key] += v
+		if code := labels["code"]; !strings.HasPrefix(code, "2") {
+			failed[key+" "+code] += v
+		}
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return counts, nil
+	return all, failed, nil
 }

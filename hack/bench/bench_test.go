@@ -347,12 +347,15 @@ flotilla_node_api_requests_total{apiserver="host",code="409",resource="pods/stat
 flotilla_node_api_requests_total{apiserver="member",code="201",resource="pods",verb="create"} 333
 flotilla_node_member_api_errors_total{code="409",resource="pods",verb="create"} 1
 `
-	got, err := parseNodeRequests(strings.NewReader(text))
+	got, failed, err := parseNodeRequests(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := requestCounts{"host PUT pods/status": 333, "member POST pods": 333}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+	if want := (requestCounts{"host PUT pods/status 409": 3}); !reflect.DeepEqual(failed, want) {
+		t.Errorf("failed: got %v, want %v", failed, want)
 	}
 }

@@ -42,6 +42,7 @@ type meter struct {
 	begin    *snapshot
 	requests map[string]requestCounts // by role, summed over phases
 	nodeReqs requestCounts            // flotilla-node's own, by "apiserver VERB resource", summed over phases
+	nodeFail requestCounts            // those of nodeReqs that failed, by "apiserver VERB resource code"
 	cpu      map[string]float64       // by label, summed over phases
 	nodeCPU  map[string]float64       // flotilla-node CPU seconds by phase
 	phases   time.Duration
@@ -52,6 +53,7 @@ type snapshot struct {
 	at       time.Time
 	requests map[string]requestCounts
 	nodeReqs requestCounts
+	nodeFail requestCounts
 	cpu      map[string]float64
 	nodes    map[string]procSample
 }
@@ -91,20 +93,22 @@ func (m *meter) reset() {
 	m.begin = nil
 	m.requests = map[string]requestCounts{}
 	m.nodeReqs = requestCounts{}
+	m.nodeFail = requestCounts{}
 	m.cpu = map[string]float64{}
 	m.nodeCPU = map[string]float64{}
 	m.phases = 0
 }
 
 func (m *meter) take(ctx context.Context) (*snapshot, error) {
-	s := &snapshot{at: m.now(), requests: map[string]requestCounts{}, nodeReqs: requestCounts{},
+	s := &snapshot{at: m.now(), requests: map[string]requestCounts{}, nodeReqs: requestCounts{}, nodeFail: requestCounts{},
 		cpu: map[string]float64{}, nodes: map[string]procSample{}}
 	for _, addr := range m.metrics {
-		rc, err := scrapeNodeRequests(ctx, addr)
+		rc, failed, err := scrapeNodeRequests(ctx, addr)
 		if err != nil {
 			return nil, fmt.Errorf("scrape flotilla-node at %s: %w", addr, err)
 		}
 		s.nodeReqs.add(rc)
+		s.nodeFail.add(failed)
 	}
 	for _, p := range m.procs {
 		ps, err := readProc(p.pid)
@@ -163,6 +167,7 @@ func (m *meter) stop(ctx context.Context, phase string) error {
 		m.requests[role].add(rc.sub(m.begin.requests[role]))
 	}
 	m.nodeReqs.add(end.nodeReqs.sub(m.begin.nodeReqs))
+	m.nodeFail.add(end.nodeFail.sub(m.begin.nodeFail))
 	for label, v := range end.cpu {
 		m.cpu[label] += v - m.begin.cpu[label]
 	}
@@ -224,6 +229,10 @@ func (m *meter) report(s sample, pods int) {
 			if apiserver == roleHost && (key == requestKey("PUT", "pods", "status") || key == requestKey("DELETE", "pods", "")) {
 				kubeletWrites += v
 			}
+		}
+		// Counted among them, the attempts that failed, by code.
+		for k, v := range m.nodeFail {
+			s["node_api_failed."+k] = perPod(v)
 		}
 		s["node_api.writes_per_pod"] = perPod(nodeWrites)
 		s["node_api.extra_writes_per_pod"] = perPod(nodeWrites - kubeletWrites)

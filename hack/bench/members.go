@@ -391,7 +391,7 @@ func observeIdle(ctx context.Context, host *testworld.Cluster, nodes map[string]
 	read := func() (reading, error) {
 		r := reading{nodeReqs: requestCounts{}, procs: map[string]procSample{}}
 		for member, n := range nodes {
-			rc, err := scrapeNodeRequests(ctx, n.metrics)
+			rc, _, err := scrapeNodeRequests(ctx, n.metrics)
 			if err != nil {
 				return r, fmt.Errorf("scrape flotilla-node of %s: %w", member, err)
 			}
