@@ -126,24 +126,40 @@ func unknownEnvelope(b []byte) (apiVersion, kind string, raw []byte, ok bool) {
 // fields. It reports whether b is a well-formed message and f returned
 // true for each.
 func bytesFields(b []byte, f func(num protowire.Number, v []byte) bool) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
+	return fieldsIn(b, 0, len(b), func(num protowire.Number, sp span) bool { return f(num, b[sp.start:sp.end]) })
+}
+
+// span is where a length-delimited field lies in a message: its tag at
+// tag, its length at length, its contents from start to end.
+type span struct{ tag, length, start, end int }
+
+// fieldsIn calls f with the number and the span, as offsets into b, of
+// each length-delimited field of the message b[from:to], and skips the
+// other fields. It reports whether the message is well-formed and f
+// returned true for each.
+func fieldsIn(b []byte, from, to int, f func(num protowire.Number, sp span) bool) bool {
+	for i := from; i < to; {
+		num, typ, tn := protowire.ConsumeTag(b[i:to])
+		if tn < 0 {
 			return false
 		}
-		b = b[n:]
 		if typ != protowire.BytesType {
-			n = protowire.ConsumeFieldValue(num, typ, b)
-		} else {
-			var v []byte
-			if v, n = protowire.ConsumeBytes(b); n >= 0 && !f(num, v) {
+			vn := protowire.ConsumeFieldValue(num, typ, b[i+tn:to])
+			if vn < 0 {
 				return false
 			}
+			i += tn + vn
+			continue
 		}
-		if n < 0 {
+		l, ln := protowire.ConsumeVarint(b[i+tn : to])
+		if ln < 0 || l > uint64(to-(i+tn+ln)) {
 			return false
 		}
-		b = b[n:]
+		sp := span{tag: i, length: i + tn, start: i + tn + ln, end: i + tn + ln + int(l)}
+		if !f(num, sp) {
+			return false
+		}
+		i = sp.end
 	}
 	return true
 }
@@ -203,38 +219,16 @@ func eventType(b []byte) string {
 	return string(b)
 }
 
-// span is where a length-delimited field lies in a message: its tag at
-// tag, its length at length, its contents from start to end.
-type span struct{ tag, length, start, end int }
-
-// fieldSpans returns the spans of the length-delimited fields numbered num
-// of the message b[from:to], with offsets into b.
-func fieldSpans(b []byte, from, to int, num protowire.Number) (spans []span, ok bool) {
-	i := from
-	for i < to {
-		n, typ, tn := protowire.ConsumeTag(b[i:to])
-		if tn < 0 {
-			return nil, false
-		}
-		if typ != protowire.BytesType {
-			vn := protowire.ConsumeFieldValue(n, typ, b[i+tn:to])
-			if vn < 0 {
-				return nil, false
-			}
-			i += tn + vn
-			continue
-		}
-		l, ln := protowire.ConsumeVarint(b[i+tn : to])
-		if ln < 0 || l > uint64(to-(i+tn+ln)) {
-			return nil, false
-		}
-		sp := span{tag: i, length: i + tn, start: i + tn + ln, end: i + tn + ln + int(l)}
+// fieldSpans appends to spans the spans of the length-delimited fields
+// numbered num of the message b[from:to], with offsets into b.
+func fieldSpans(spans []span, b []byte, from, to int, num protowire.Number) (_ []span, ok bool) {
+	ok = fieldsIn(b, from, to, func(n protowire.Number, sp span) bool {
 		if n == num {
 			spans = append(spans, sp)
 		}
-		i = sp.end
-	}
-	return spans, true
+		return true
+	})
+	return spans, ok
 }
 
 // withoutManagedFields drops, in place, the managed fields of the object
@@ -250,17 +244,18 @@ func withoutManagedFields(env []byte) []byte {
 	if !bytes.HasPrefix(env, protobufPrefix) {
 		return env
 	}
-	objs, ok := fieldSpans(env, len(protobufPrefix), len(env), 2)
+	var buf [8]span // the spans below, without allocating for most objects
+	objs, ok := fieldSpans(buf[:0], env, len(protobufPrefix), len(env), 2)
 	if !ok || len(objs) != 1 {
 		return env
 	}
 	obj := objs[0]
-	metas, ok := fieldSpans(env, obj.start, obj.end, 1)
+	metas, ok := fieldSpans(buf[:0], env, obj.start, obj.end, 1)
 	if !ok || len(metas) != 1 {
 		return env
 	}
 	meta := metas[0]
-	managed, ok := fieldSpans(env, meta.start, meta.end, 17)
+	managed, ok := fieldSpans(buf[:0], env, meta.start, meta.end, 17)
 	if !ok || len(managed) == 0 {
 		return env
 	}
