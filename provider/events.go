@@ -2,15 +2,20 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/kube"
@@ -19,35 +24,45 @@ import (
 
 // eventMirror reflects the events of forwarded member pods (pulled, started,
 // back-off, OOM-killed, FailedScheduling in the member, ...) onto their host
-// pods. Each member event is mirrored once per occurrence the member
-// reports, so a repeating member event becomes one host event whose count
-// grows, not a stream of copies; events older than this process are not
+// pods. Each member event becomes one host event, which follows the member
+// event's count as it repeats; events older than this process are not
 // replayed after a restart.
+//
+// The mirror writes the host events itself rather than through a
+// record.EventRecorder: a recorder's broadcaster holds 1,000 events for its
+// one writer and silently drops the rest, which a burst of forwarded pods
+// overruns while the host apiserver is busy with the burst. The mirror's
+// queue holds every event key until it is written.
 //
 // An event can arrive before the provider's caches show its pod: the
 // member's event and pod watches are not ordered, and the host pod cache
 // may lag too. Such an event is retried for a while, and counted as
 // mirrored only once it was.
 type eventMirror struct {
-	env         *env
-	broadcaster record.EventBroadcaster
-	since       time.Time
-	events      cache.Store
-	queue       workqueue.TypedRateLimitingInterface[string]
+	env    *env
+	since  time.Time
+	events cache.Store
+	queue  workqueue.TypedRateLimitingInterface[string]
 
-	mu        sync.Mutex
-	recorders map[string]record.EventRecorder
-	mirrored  map[types.UID]int32
+	mu sync.Mutex
+	// mirrored is the count each member event, by UID, was last written
+	// with.
+	mirrored map[types.UID]int32
 }
 
 // eventRetries bounds the retries of an event whose pod the caches do not
-// show: the events of pods flotilla did not forward never find one. With
-// the queue's backoff they span about half a minute.
+// show (the events of pods flotilla did not forward never find one), or
+// whose host write fails. With the queue's backoff they span about half a
+// minute.
 const eventRetries = 8
 
-func newEventMirror(e *env, b record.EventBroadcaster) (*eventMirror, error) {
-	m := &eventMirror{env: e, broadcaster: b, since: e.cfg.Clock.Now().Add(-time.Second),
-		recorders: map[string]record.EventRecorder{}, mirrored: map[types.UID]int32{},
+// eventWorkers write host events in parallel: each write waits for the host
+// apiserver, which a burst of pods keeps busy.
+const eventWorkers = 4
+
+func newEventMirror(e *env) (*eventMirror, error) {
+	m := &eventMirror{env: e, since: e.cfg.Clock.Now().Add(-time.Second),
+		mirrored: map[types.UID]int32{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "events"}),
@@ -80,41 +95,111 @@ func (m *eventMirror) observe(obj any) {
 
 // run mirrors events until ctx ends.
 func (m *eventMirror) run(ctx context.Context) {
-	runSynced(ctx, m.queue, nil, 1, m.sync)
+	runSynced(ctx, m.queue, nil, eventWorkers, m.sync)
 }
 
-// sync mirrors one event; one whose host pod is not in the cache yet is
-// tried again, a few times.
-func (m *eventMirror) sync(_ context.Context, key string) error {
-	if m.mirror(key) && m.queue.NumRequeues(key) < eventRetries {
-		return errRequeue
+// sync mirrors one event. One whose host pod is not in the cache yet, or
+// whose write failed, is tried again a few times.
+func (m *eventMirror) sync(ctx context.Context, key string) error {
+	err := m.mirror(ctx, key)
+	if err == nil || m.queue.NumRequeues(key) < eventRetries {
+		return err
+	}
+	if !errors.Is(err, errRequeue) {
+		log.G(ctx).WithError(err).WithField("event", key).Warn("member event not mirrored onto its host pod")
 	}
 	return nil
 }
 
-// mirror records the occurrences of an event not mirrored yet on its host
-// pod, and reports whether to try again because the pod is not found.
-func (m *eventMirror) mirror(key string) (retry bool) {
+// mirror writes the occurrences of an event not mirrored yet onto its host
+// pod. It returns errRequeue when the pod is not found yet.
+func (m *eventMirror) mirror(ctx context.Context, key string) error {
 	obj, ok, _ := m.events.GetByKey(key)
 	e := asMemberEvent(obj)
 	if !ok || e == nil {
-		return false
+		return nil
 	}
 	m.mu.Lock()
-	done := m.mirrored[e.uid] >= e.count
+	written := m.mirrored[e.uid]
 	m.mu.Unlock()
-	if done {
-		return false
+	if written >= e.count {
+		return nil
 	}
 	host, retry := m.hostPodOf(e.pod)
 	if host == nil {
-		return retry
+		if retry {
+			return errRequeue
+		}
+		return nil
 	}
-	m.recorder(e.component).Event(host, e.eventType, e.reason, e.message)
+	switch err := m.write(ctx, host, e, written > 0); {
+	case apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// The host pod's namespace is gone or going, and its pod with it.
+		return nil
+	case apierrors.IsInvalid(err):
+		log.G(ctx).WithError(err).WithField("event", key).Warn("member event not mirrored onto its host pod")
+		return nil
+	case err != nil:
+		return err
+	}
 	m.mu.Lock()
 	m.mirrored[e.uid] = e.count
 	m.mu.Unlock()
-	return false
+	return nil
+}
+
+// write creates the host event of e on host, or, when it was written
+// before (by this process, or by one before it, whose writes the
+// deterministic name finds), brings its count and message up to date.
+// NotFound means the host pod's namespace is gone.
+func (m *eventMirror) write(ctx context.Context, host *corev1.Pod, e *memberEvent, existed bool) error {
+	events := m.env.cfg.HostClient.CoreV1().Events(host.Namespace)
+	name := hostEventName(host.Name, e.uid)
+	now := metav1.NewTime(m.env.cfg.Clock.Now())
+	update := func() error {
+		patch, err := json.Marshal(eventUpdate{Count: e.count, LastTimestamp: now, Message: e.message})
+		if err != nil {
+			return err
+		}
+		_, err = events.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	if existed {
+		// Gone when the host's event TTL passed, or someone deleted it: it
+		// is made again.
+		if err := update(); !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: host.Namespace, Name: name},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: host.Namespace, Name: host.Name,
+			UID: host.UID, ResourceVersion: host.ResourceVersion},
+		Reason: e.reason, Message: e.message, Type: e.eventType, Count: e.count,
+		Source:         corev1.EventSource{Component: e.component, Host: m.env.cfg.NodeName},
+		FirstTimestamp: now, LastTimestamp: now,
+		ReportingController: e.component, ReportingInstance: m.env.cfg.NodeName,
+	}
+	_, err := events.Create(ctx, ev, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return update()
+	}
+	return err
+}
+
+// eventUpdate is what a repeat of a member event changes in its host event.
+type eventUpdate struct {
+	Count         int32       `json:"count"`
+	LastTimestamp metav1.Time `json:"lastTimestamp"`
+	Message       string      `json:"message"`
+}
+
+// hostEventName names the host event of the member event uid on the host
+// pod: the same name from any process, so that a write is never doubled.
+func hostEventName(pod string, uid types.UID) string {
+	h := fnv.New64a()
+	h.Write([]byte(uid))
+	return fmt.Sprintf("%s.%016x", pod, h.Sum64())
 }
 
 func (m *eventMirror) forget(obj any) {
@@ -149,19 +234,6 @@ func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 		return nil, false
 	}
 	return host, false
-}
-
-// recorder returns a recorder whose events name the member component that
-// reported them, with the cluster as their host.
-func (m *eventMirror) recorder(component string) record.EventRecorder {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recorders[component]
-	if !ok {
-		r = m.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: m.env.cfg.NodeName})
-		m.recorders[component] = r
-	}
-	return r
 }
 
 // memberEvent is what the mirror keeps of a member event: a cached

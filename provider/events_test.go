@@ -1,16 +1,22 @@
 package provider
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
+	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -91,4 +97,155 @@ func BenchmarkCachedEventBytes(b *testing.B) {
 	}
 	b.ReportMetric(decoded, "decoded-B/event")
 	b.ReportMetric(kept, "kept-B/event")
+}
+
+// mirrorWorld is a harness whose caches show n forwarded pods, burst-0..,
+// each with a member pod, and whose mirror runs alone: the tests below
+// drive it as the member event informer would.
+func mirrorWorld(t *testing.T, n int) *harness {
+	t.Helper()
+	w := buildHarness(t)
+	target := w.p.target(testNamespace)
+	for i := range n {
+		host := boundPod(fmt.Sprintf("burst-%d", i))
+		member := ToMember(host, target)
+		member.UID = types.UID(fmt.Sprintf("member-uid-%d", i))
+		must(t, w.hostPodIndexer.Add(host))
+		must(t, w.memberPodIndexer.Add(member))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.p.events.run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	w.ctx = ctx
+	return w
+}
+
+// memberEventOn is the i-th member pod's Scheduled event, as the member's
+// scheduler records it, count times so far.
+func memberEventOn(i int, count int32) *corev1.Event {
+	now := metav1.Now()
+	pod := fmt.Sprintf("burst-%d", i)
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: fmt.Sprintf("%s.%x", pod, i),
+			UID: types.UID(fmt.Sprintf("event-uid-%d", i))},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: testNamespace, Name: pod, APIVersion: "v1",
+			UID: types.UID(fmt.Sprintf("member-uid-%d", i))},
+		Reason: "Scheduled", Message: fmt.Sprintf("Successfully assigned %s/%s to node-1 (%d)", testNamespace, pod, count),
+		Type: corev1.EventTypeNormal, Source: corev1.EventSource{Component: "default-scheduler"},
+		FirstTimestamp: now, LastTimestamp: now, Count: count,
+	}
+}
+
+// memberReports is the member event informer seeing e.
+func (w *harness) memberReports(e *corev1.Event) {
+	w.t.Helper()
+	obj, err := MemberEventTransform(e)
+	must(w.t, err)
+	must(w.t, w.p.events.events.Update(obj))
+	w.p.events.observe(obj)
+}
+
+// mirroredEvents lists the host events the mirror wrote, by name.
+func (w *harness) mirroredEvents() map[string]corev1.Event {
+	w.t.Helper()
+	l, err := w.host.CoreV1().Events(testNamespace).List(context.Background(), metav1.ListOptions{})
+	must(w.t, err)
+	got := map[string]corev1.Event{}
+	for _, e := range l.Items {
+		if e.Source.Component == "default-scheduler" {
+			got[e.Name] = e
+		}
+	}
+	return got
+}
+
+// TestMemberEventsOutlastASlowHost: a burst of member events while the
+// host apiserver is too busy to take any event loses none. The host
+// events are held until the member has reported all of them, more than
+// client-go's event broadcaster queues; then each pod gets its one event.
+func TestMemberEventsOutlastASlowHost(t *testing.T) {
+	const n = 2500
+	w := mirrorWorld(t, n)
+	release := make(chan struct{})
+	// The host keeps the events itself: the fake's tracker takes a
+	// millisecond for each.
+	var mu sync.Mutex
+	got := map[string]*corev1.Event{}
+	w.host.PrependReactor("create", "events", func(a ktesting.Action) (bool, kruntime.Object, error) {
+		<-release
+		e := a.(ktesting.CreateAction).GetObject().(*corev1.Event)
+		mu.Lock()
+		defer mu.Unlock()
+		if got[e.Name] != nil {
+			return true, nil, apierrors.NewAlreadyExists(corev1.Resource("events"), e.Name)
+		}
+		got[e.Name] = e
+		return true, e, nil
+	})
+	written := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+	for i := range n {
+		w.memberReports(memberEventOn(i, 1))
+	}
+	close(release)
+	w.eventually("every event written", func() bool { return written() >= n })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		pod := fmt.Sprintf("burst-%d", i)
+		e, ok := got[hostEventName(pod, types.UID(fmt.Sprintf("event-uid-%d", i)))]
+		if !ok || e.InvolvedObject.Name != pod || e.InvolvedObject.UID != types.UID("uid-"+pod) || e.Count != 1 ||
+			e.Reason != "Scheduled" || e.Source.Host != testNode || e.ReportingController != "default-scheduler" {
+			t.Fatalf("pod %s: host event %+v", pod, e)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d host events, want %d", len(got), n)
+	}
+}
+
+// TestRepeatedMemberEvent: a member event that repeats is one host event
+// whose count follows the member's, also across a restart of the mirror
+// and after the host event expired.
+func TestRepeatedMemberEvent(t *testing.T) {
+	w := mirrorWorld(t, 1)
+	name := hostEventName("burst-0", "event-uid-0")
+	count := func() int32 { return w.mirroredEvents()[name].Count }
+	w.memberReports(memberEventOn(0, 1))
+	w.eventually("first occurrence", func() bool { return count() == 1 })
+	w.memberReports(memberEventOn(0, 3))
+	w.eventually("count follows the member", func() bool { return count() == 3 })
+	if e := w.mirroredEvents(); len(e) != 1 || e[name].Message != memberEventOn(0, 3).Message {
+		t.Fatalf("host events %+v", e)
+	}
+
+	// A new process knows nothing of what the last one wrote.
+	w.p.events.mu.Lock()
+	clear(w.p.events.mirrored)
+	w.p.events.mu.Unlock()
+	w.memberReports(memberEventOn(0, 4))
+	w.eventually("count after a restart", func() bool { return count() == 4 })
+
+	must(t, w.host.CoreV1().Events(testNamespace).Delete(w.ctx, name, metav1.DeleteOptions{}))
+	w.memberReports(memberEventOn(0, 5))
+	w.eventually("written again once expired", func() bool { return count() == 5 })
+	if e := w.mirroredEvents(); len(e) != 1 {
+		t.Fatalf("host events %+v", e)
+	}
+}
+
+// TestMemberEventInAGoingNamespace: an event whose host namespace is being
+// deleted is dropped, not retried: its pod goes with the namespace.
+func TestMemberEventInAGoingNamespace(t *testing.T) {
+	w := mirrorWorld(t, 1)
+	var creates atomic.Int32
+	w.host.PrependReactor("create", "events", func(ktesting.Action) (bool, kruntime.Object, error) {
+		creates.Add(1)
+		err := apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("namespace app is being terminated"))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+		return true, nil, err
+	})
+	w.memberReports(memberEventOn(0, 1))
+	w.eventually("event tried", func() bool { return creates.Load() == 1 })
+	w.never("event tried again", 300*time.Millisecond, func() bool { return creates.Load() > 1 })
 }

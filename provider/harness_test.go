@@ -132,7 +132,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		Namespace:       cfg.mapper,
 		Partition:       cfg.partition,
 		StatusWorkers:   2,
-		Events:          broadcaster,
+		MirrorEvents:    true,
 		Overrides:       cfg.overrides,
 		Metrics:         cfg.metrics,
 		HandBackAfter:   cfg.handBackAfter,

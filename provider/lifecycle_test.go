@@ -449,8 +449,9 @@ func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
 	}
 	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
 	w.eventually("member event on the host pod", func() bool {
-		e := w.events.find("web", "Scheduled")
-		return len(e) == 1 && e[0].Source.Component == "default-scheduler" && e[0].Message == event.Message
+		e := w.mirroredEvents()
+		m := e[hostEventName("web", event.UID)]
+		return len(e) == 1 && m.InvolvedObject.Name == "web" && m.Reason == "Scheduled" && m.Message == event.Message
 	})
 }
 

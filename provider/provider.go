@@ -78,9 +78,9 @@ type Config struct {
 	Clock     clock.Clock
 	// StatusWorkers is how many goroutines push status to the host.
 	StatusWorkers int
-	// Events, when set, is used to mirror the events of member pods onto
-	// their host pods under the member component's name.
-	Events record.EventBroadcaster
+	// MirrorEvents mirrors the events of member pods onto their host pods,
+	// under the member component's name, with HostClient.
+	MirrorEvents bool
 	// HostInformers is the host's shared informer factory; the provider
 	// registers Secret, ConfigMap and ServiceAccount informers (the objects
 	// pods depend on, see dependencies.go) and never starts the factory itself.
@@ -213,8 +213,8 @@ func New(cfg Config) (*Provider, error) {
 	if _, err := cfg.HostPods.Informer().AddEventHandler(p.hostStatus.cacheEvents()); err != nil {
 		return nil, fmt.Errorf("watch host pods: %w", err)
 	}
-	if cfg.Events != nil {
-		if p.events, err = newEventMirror(p.env, cfg.Events); err != nil {
+	if cfg.MirrorEvents {
+		if p.events, err = newEventMirror(p.env); err != nil {
 			return nil, fmt.Errorf("watch member events: %w", err)
 		}
 	}

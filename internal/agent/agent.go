@@ -322,7 +322,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member *kube.Factory
 		Namespace:       mapper,
 		Partition:       vc.NodeSelector,
 		StatusWorkers:   cfg.StatusWorkers,
-		Events:          events,
+		MirrorEvents:    true,
 		Overrides:       ovr,
 		Metrics:         cfg.Metrics,
 		HandBackAfter:   handBackAfter(vc.Placement),
