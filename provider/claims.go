@@ -100,10 +100,7 @@ func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
 	}
 	handle := func(keys func(any) []string) cache.ResourceEventHandler {
 		add := func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			for _, k := range keys(obj) {
+			for _, k := range keys(lastState(obj)) {
 				c.queue.Add(k)
 			}
 		}

@@ -295,10 +295,7 @@ func (d *dependencies) enqueuePodDependencies(pod *corev1.Pod) {
 }
 
 func objectOf(obj any) metav1.Object {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, _ := obj.(metav1.Object)
+	m, _ := lastState(obj).(metav1.Object)
 	return m
 }
 

@@ -203,10 +203,7 @@ func hostEventName(pod string, uid types.UID) string {
 }
 
 func (m *eventMirror) forget(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if e := asMemberEvent(obj); e != nil {
+	if e := asMemberEvent(lastState(obj)); e != nil {
 		m.mu.Lock()
 		delete(m.mirrored, e.uid)
 		m.mu.Unlock()

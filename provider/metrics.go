@@ -121,10 +121,7 @@ func (m *Metrics) memberPodCreated(node string, pod *corev1.Pod) {
 }
 
 func (m *Metrics) hostPodGone(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if pod, ok := obj.(*corev1.Pod); ok && m != nil {
+	if pod, ok := lastState(obj).(*corev1.Pod); ok && m != nil {
 		m.hostSeen.Delete(pod.UID)
 		m.statusChanged.Delete(pod.Namespace + "/" + pod.Name)
 	}

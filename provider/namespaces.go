@@ -58,10 +58,7 @@ func newNamespaceMirror(e *env) (*namespaceMirror, error) {
 	// A member namespace we created whose host namespace is gone (deleted
 	// while flotilla-node was down) is found again from the member side.
 	enqueueMember := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if ns, ok := obj.(*corev1.Namespace); ok && m.ours(ns) {
+		if ns, ok := lastState(obj).(*corev1.Namespace); ok && m.ours(ns) {
 			m.queue.Add(ns.Annotations[wellknown.HostNamespaceAnnotation])
 		}
 	}

@@ -92,10 +92,7 @@ func (i nodePodInformer) Lister() corev1listers.PodLister {
 
 func onNode(node string) func(any) bool {
 	return func(obj any) bool {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		pod, ok := obj.(*corev1.Pod)
+		pod, ok := lastState(obj).(*corev1.Pod)
 		return ok && pod.Spec.NodeName == node
 	}
 }

@@ -243,10 +243,7 @@ func (e *env) target(hostNamespace string) Target {
 // ours reports whether a member object was created by this virtual node of
 // this installation. Nothing else is ever updated or deleted.
 func (e *env) ours(obj any) bool {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(metav1.Object)
+	m, ok := lastState(obj).(metav1.Object)
 	if !ok {
 		return false
 	}
@@ -274,19 +271,13 @@ func (p *Provider) publish(host *corev1.Pod, status corev1.PodStatus) {
 // memberPodCameOrWent lets the Services of the pod's host namespace follow
 // the pods: a member Service exists while matching pods run there.
 func (p *Provider) memberPodCameOrWent(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if m, ok := obj.(*corev1.Pod); ok && p.svc != nil {
+	if m, ok := lastState(obj).(*corev1.Pod); ok && p.svc != nil {
 		p.svc.podChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
 	}
 }
 
 func (p *Provider) memberPodGone(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	if m, ok := obj.(*corev1.Pod); ok {
+	if m, ok := lastState(obj).(*corev1.Pod); ok {
 		p.deleting.Delete(m.UID)
 	}
 }
@@ -381,4 +372,13 @@ func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string
 		})
 	}
 	wg.Wait()
+}
+
+// lastState is what an informer's handler was given: the object, or for a
+// deletion the informer missed, the last state its tombstone holds.
+func lastState(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }

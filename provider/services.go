@@ -58,10 +58,7 @@ func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
 		return nil, err
 	}
 	onMember := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if s, ok := obj.(*corev1.Service); ok && e.ours(s) {
+		if s, ok := lastState(obj).(*corev1.Service); ok && e.ours(s) {
 			m.queue.Add(s.Annotations[wellknown.HostNamespaceAnnotation] + "/" + s.Annotations[wellknown.HostNameAnnotation])
 		}
 	}

@@ -17,10 +17,7 @@ import (
 // memberPodChanged queues a status sync of the host pod a member pod
 // stands for, and starts its status latency clock.
 func (p *Provider) memberPodChanged(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	m, ok := obj.(*corev1.Pod)
+	m, ok := lastState(obj).(*corev1.Pod)
 	if !ok {
 		return
 	}
