@@ -2,19 +2,22 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"io"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
-// The writes below are the pod writes flotilla-node makes for every pod it
+// The writes below are the writes flotilla-node makes for every pod it
 // forwards, whose answer it does not read: the apiserver answers each with
-// the whole pod, which the typed client decodes (a tenth of the CPU the
-// decoding of a watch event costs, for each of these writes). They send
-// the same request as the typed client and return the same errors, and
-// leave the answer undecoded. A client without a REST client of its own
-// (client-go's fake clientset) gets the typed call.
+// the whole object, which the typed client buffers and decodes (a tenth of
+// the CPU the decoding of a watch event costs, for each of these writes).
+// They send the same request as the typed client and return the same
+// errors, and read the answer into nothing. A client without a REST client
+// of its own (client-go's fake clientset) gets the typed call.
 
 // CreatePod creates pod in its namespace.
 func CreatePod(ctx context.Context, c Interface, pod *corev1.Pod) error {
@@ -23,7 +26,7 @@ func CreatePod(ctx context.Context, c Interface, pod *corev1.Pod) error {
 		_, err := c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 		return err
 	}
-	return rc.Post().Namespace(pod.Namespace).Resource("pods").Body(pod).Do(ctx).Error()
+	return send(ctx, rc.Post().Namespace(pod.Namespace).Resource("pods").Body(pod))
 }
 
 // UpdatePodStatus writes pod's status (its pods/status subresource).
@@ -33,8 +36,39 @@ func UpdatePodStatus(ctx context.Context, c Interface, pod *corev1.Pod) error {
 		_, err := c.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err
 	}
-	return rc.Put().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("status").
-		Body(pod).Do(ctx).Error()
+	return send(ctx, rc.Put().Namespace(pod.Namespace).Resource("pods").Name(pod.Name).SubResource("status").Body(pod))
+}
+
+// CreateEvent creates e in its namespace.
+func CreateEvent(ctx context.Context, c Interface, e *corev1.Event) error {
+	rc := restClient(c)
+	if rc == nil {
+		_, err := c.CoreV1().Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
+		return err
+	}
+	return send(ctx, rc.Post().Namespace(e.Namespace).Resource("events").Body(e))
+}
+
+// PatchEvent applies a JSON merge patch to the event namespace/name.
+func PatchEvent(ctx context.Context, c Interface, namespace, name string, patch []byte) error {
+	rc := restClient(c)
+	if rc == nil {
+		_, err := c.CoreV1().Events(namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	}
+	return send(ctx, rc.Patch(types.MergePatchType).Namespace(namespace).Resource("events").Name(name).Body(patch))
+}
+
+// send makes the request r and reads its answer into nothing. Stream
+// retries and reports errors as Do does (an apiserver Status becomes its
+// API error), without buffering a successful answer.
+func send(ctx context.Context, r *rest.Request) error {
+	body, err := r.Stream(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, body)
+	return errors.Join(err, body.Close())
 }
 
 func restClient(c Interface) *rest.RESTClient {
