@@ -153,7 +153,7 @@ func (m *eventMirror) mirror(ctx context.Context, key string) error {
 // deterministic name finds), brings its count and message up to date.
 // NotFound means the host pod's namespace is gone.
 func (m *eventMirror) write(ctx context.Context, host *corev1.Pod, e *memberEvent, existed bool) error {
-	events := m.env.cfg.HostClient.CoreV1().Events(host.Namespace)
+	c := m.env.cfg.HostClient
 	name := hostEventName(host.Name, e.uid)
 	now := metav1.NewTime(m.env.cfg.Clock.Now())
 	update := func() error {
@@ -161,8 +161,7 @@ func (m *eventMirror) write(ctx context.Context, host *corev1.Pod, e *memberEven
 		if err != nil {
 			return err
 		}
-		_, err = events.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-		return err
+		return kube.PatchEvent(ctx, c, host.Namespace, name, patch)
 	}
 	if existed {
 		// Gone when the host's event TTL passed, or someone deleted it: it
@@ -180,7 +179,7 @@ func (m *eventMirror) write(ctx context.Context, host *corev1.Pod, e *memberEven
 		FirstTimestamp: now, LastTimestamp: now,
 		ReportingController: e.component, ReportingInstance: m.env.cfg.NodeName,
 	}
-	_, err := events.Create(ctx, ev, metav1.CreateOptions{})
+	err := kube.CreateEvent(ctx, c, ev)
 	if apierrors.IsAlreadyExists(err) {
 		return update()
 	}
