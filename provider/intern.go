@@ -68,6 +68,20 @@ func (t *table[V]) intern(key string, v V) V {
 	return t.internFunc(key, func() V { return v })
 }
 
+// internKey is intern of a key in a buffer, copied only when kept.
+func (t *table[V]) internKey(key []byte, v V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.m[string(key)]; ok {
+		return kept
+	}
+	if t.m == nil || len(t.m) >= t.limit {
+		t.m = map[string]V{}
+	}
+	t.m[string(key)] = v
+	return v
+}
+
 // internFunc is intern of a value made only when none is kept.
 func (t *table[V]) internFunc(key string, newV func() V) V {
 	t.mu.Lock()
@@ -103,21 +117,56 @@ var (
 
 // marshaler is a generated API type, which encodes itself to protobuf:
 // its encoding is the key of its contents.
-type marshaler interface{ Marshal() ([]byte, error) }
+type marshaler interface {
+	Size() int
+	MarshalToSizedBuffer([]byte) (int, error)
+}
+
+// keyBufs holds the buffers keys are encoded into: a key is kept only by
+// a table that did not have it yet.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// appendEncoding appends m's encoding, after its length, to key.
+func appendEncoding(key []byte, m marshaler) ([]byte, bool) {
+	n := m.Size()
+	key = binary.AppendUvarint(key, uint64(n))
+	key = slices.Grow(key, n)
+	_, err := m.MarshalToSizedBuffer(key[len(key) : len(key)+n])
+	return key[:len(key)+n], err == nil
+}
 
 // internShared returns the value kept with the same encoding as v, keeping
 // v if there is none or it does not encode.
-func internShared[V any](t *table[V], v V, parts ...marshaler) V {
-	var key []byte
-	for _, p := range parts {
-		b, err := p.Marshal()
-		if err != nil {
-			return v
-		}
-		key = binary.AppendUvarint(key, uint64(len(b)))
-		key = append(key, b...)
+func internShared[P marshaler](t *table[P], v P) P {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	key, ok := appendEncoding((*bp)[:0], v)
+	*bp = key
+	if !ok {
+		return v
 	}
-	return t.intern(string(key), v)
+	return t.internKey(key, v)
+}
+
+// internElems is internShared of a list, whose elements' encodings make
+// its key.
+func internElems[E any, P interface {
+	*E
+	marshaler
+}](t *table[[]E], l []E) []E {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	key, ok := (*bp)[:0], true
+	for i := range l {
+		if key, ok = appendEncoding(key, P(&l[i])); !ok {
+			break
+		}
+	}
+	*bp = key
+	if !ok {
+		return l
+	}
+	return t.internKey(key, slices.Clip(l))
 }
 
 // str interns a string field.
@@ -148,11 +197,7 @@ func internMetaAfter(m, prev *metav1.ObjectMeta, unique ...string) {
 		m.Annotations = internMap(&annotations, m.Annotations, unique)
 	}
 	if len(m.OwnerReferences) > 0 && (prev == nil || len(prev.OwnerReferences) == 0 || &m.OwnerReferences[0] != &prev.OwnerReferences[0]) {
-		parts := make([]marshaler, len(m.OwnerReferences))
-		for i := range m.OwnerReferences {
-			parts[i] = &m.OwnerReferences[i]
-		}
-		m.OwnerReferences = internShared(&ownerRefs, slices.Clip(m.OwnerReferences), parts...)
+		m.OwnerReferences = internElems(&ownerRefs, m.OwnerReferences)
 	}
 }
 
@@ -214,23 +259,19 @@ func internSpec(s *corev1.PodSpec) {
 		switch {
 		case v.Projected != nil:
 			v.Projected.Sources = slices.Clip(v.Projected.Sources)
-			v.Projected = internShared(&projections, v.Projected, v.Projected)
+			v.Projected = internShared(&projections, v.Projected)
 		case v.Secret != nil:
-			v.Secret = internShared(&secretVols, v.Secret, v.Secret)
+			v.Secret = internShared(&secretVols, v.Secret)
 		case v.ConfigMap != nil:
-			v.ConfigMap = internShared(&configVols, v.ConfigMap, v.ConfigMap)
+			v.ConfigMap = internShared(&configVols, v.ConfigMap)
 		}
 	}
 	// Most pods have the empty one the apiserver defaults.
 	if s.SecurityContext != nil {
-		s.SecurityContext = internShared(&podSecurity, s.SecurityContext, s.SecurityContext)
+		s.SecurityContext = internShared(&podSecurity, s.SecurityContext)
 	}
 	if len(s.Tolerations) > 0 {
-		parts := make([]marshaler, len(s.Tolerations))
-		for i := range s.Tolerations {
-			parts[i] = &s.Tolerations[i]
-		}
-		s.Tolerations = internShared(&tolerations, slices.Clip(s.Tolerations), parts...)
+		s.Tolerations = internElems(&tolerations, s.Tolerations)
 	}
 }
 
@@ -238,7 +279,6 @@ func internContainers(cs []corev1.Container) []corev1.Container {
 	if len(cs) == 0 {
 		return cs
 	}
-	parts := make([]marshaler, len(cs))
 	for i := range cs {
 		c := &cs[i]
 		str(&c.Name)
@@ -246,9 +286,8 @@ func internContainers(cs []corev1.Container) []corev1.Container {
 		str(&c.ImagePullPolicy)
 		str(&c.TerminationMessagePath)
 		str(&c.TerminationMessagePolicy)
-		parts[i] = c
 	}
-	return internShared(&containers, slices.Clip(cs), parts...)
+	return internElems(&containers, cs)
 }
 
 // internStatus interns what pods share of their status.
