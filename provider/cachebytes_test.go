@@ -105,13 +105,11 @@ func cachedPods(i int) (host, member *corev1.Pod) {
 	return host, member
 }
 
-// BenchmarkCachedPodBytes reports what a forwarded pod holds in the two pod
-// caches of a flotilla-node: the host pod and the member pod, decoded from
-// protobuf as a watch delivers them and transformed as the informers do.
-func BenchmarkCachedPodBytes(b *testing.B) {
+// cachedPodsWire is n forwarded pods as a watch delivers them: the host
+// pods, then the member pods, encoded.
+func cachedPodsWire(b *testing.B, n int) [2][][]byte {
 	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	const n = 2000
-	var wire [2][][]byte // host pods, member pods
+	var wire [2][][]byte
 	for i := range n {
 		h, m := cachedPods(i)
 		for side, p := range []*corev1.Pod{h, m} {
@@ -123,6 +121,14 @@ func BenchmarkCachedPodBytes(b *testing.B) {
 			wire[side] = append(wire[side], data)
 		}
 	}
+	return wire
+}
+
+// BenchmarkCachedPodBytes reports what a forwarded pod holds in the two pod
+// caches of a flotilla-node: the host pod and the member pod, decoded from
+// protobuf as a watch delivers them and transformed as the informers do.
+func BenchmarkCachedPodBytes(b *testing.B) {
+	wire := cachedPodsWire(b, 2000)
 	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
 	memberT := MemberPodTransform("host-1")
 	var host, member float64
@@ -261,18 +267,7 @@ func TestTableStartsAfreshPastItsLimit(t *testing.T) {
 func BenchmarkPodTransform(b *testing.B) {
 	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	const n = 500
-	var wire [2][][]byte
-	for i := range n {
-		h, m := cachedPods(i)
-		for side, p := range []*corev1.Pod{h, m} {
-			p.APIVersion, p.Kind = "v1", "Pod"
-			data, err := kruntime.Encode(codec, p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			wire[side] = append(wire[side], data)
-		}
-	}
+	wire := cachedPodsWire(b, n)
 	transforms := [2]cache.TransformFunc{HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil }), MemberPodTransform("host-1")}
 	b.ReportAllocs()
 	i := 0
