@@ -11,6 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -478,8 +479,17 @@ func ignoreClosed(err error) error {
 // readyz checks the member apiserver's readiness endpoint.
 type readyz struct{ c kube.Interface }
 
+// Healthy asks the member's /readyz. A failed check is reported once, by
+// clusternode with the error; Do would log as well, at error level, an
+// answer whose body did not come in time, which a member apiserver busy
+// with a burst of pods may send.
 func (r readyz) Healthy(ctx context.Context) error {
-	return r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+	body, err := r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Stream(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, body)
+	return errors.Join(err, body.Close())
 }
 
 // quietSuccess drops virtual-kubelet's "ProviderCreateSuccess",
