@@ -25,6 +25,12 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 go vet ./...
+# go.mod and go.sum require what the code imports, no more.
+if ! go mod tidy -diff >/dev/null 2>&1; then
+  echo "go.mod or go.sum is not tidy; run go mod tidy:" >&2
+  go mod tidy -diff >&2 || true
+  exit 1
+fi
 # Deepcopy functions and CRDs must be what the API types' markers generate.
 bash hack/verify-codegen.sh
 bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
