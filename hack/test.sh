@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every check and test: gofmt, go vet, stale generated code, unit tests
+# Runs every check and test: gofmt, go vet, an untidy go.mod, stale generated code, unit tests
 # and the end-to-end tests against real clusters. Builds the test world's
 # binaries first, so that their (cached) build is not counted against any
 # test's timeout.
