@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
@@ -80,7 +81,19 @@ func (w *harness) bindClaim(claim *corev1.PersistentVolumeClaim, pv corev1.Persi
 	c.Spec.VolumeName = pv.Name
 	c.Status.Phase = corev1.ClaimBound
 	c.Status.Capacity = pv.Spec.Capacity
-	if _, err := w.host.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
+	w.setClaim(w.host, c)
+}
+
+// setClaim writes claim as a cluster's controllers do: its spec, then its
+// status.
+func (w *harness) setClaim(c *fake.Clientset, claim *corev1.PersistentVolumeClaim) {
+	w.t.Helper()
+	updated, err := c.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(w.ctx, claim, metav1.UpdateOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	updated.Status = claim.Status
+	if _, err := c.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(w.ctx, updated, metav1.UpdateOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -133,9 +146,7 @@ func TestClaimFollowsItsPod(t *testing.T) {
 	// The member binds it to a 2Gi volume.
 	m.Spec.VolumeName = "member-pv"
 	m.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}
-	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, m, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.setClaim(w.member, m)
 	w.eventually("the host reports the member's volume", func() bool {
 		v, err := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
 		if err != nil || v.Annotations[memberVolumeAnnotation] != "member-pv" || !v.Spec.Capacity.Storage().Equal(resource.MustParse("2Gi")) {
@@ -180,9 +191,7 @@ func TestOffersOnlyWhereTheyCanWork(t *testing.T) {
 	c := elsewhere.DeepCopy()
 	c.Spec.VolumeName = "another-clusters"
 	c.Status.Phase = corev1.ClaimBound
-	if _, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.setClaim(w.host, c)
 	w.eventually("the offer withdrawn", func() bool { return len(w.hostVolumes()) == 0 })
 	w.never("an offer to a claim flotilla cannot serve", 300*time.Millisecond, func() bool { return len(w.hostVolumes()) > 0 })
 	if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "elsewhere", metav1.GetOptions{}); err != nil {
@@ -202,9 +211,7 @@ func TestClaimSeenBoundBeforeItsVolume(t *testing.T) {
 	c := claim.DeepCopy()
 	c.Spec.VolumeName = offer.Name
 	c.Status.Phase = corev1.ClaimBound
-	if _, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, c, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	w.setClaim(w.host, c)
 	w.never("the claim's volume deleted", 500*time.Millisecond, func() bool {
 		_, err := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
@@ -343,9 +350,7 @@ func TestClaimResize(t *testing.T) {
 		m := memberClaim()
 		m.Spec.VolumeName = "member-pv"
 		m.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}}
-		if _, err := w.member.CoreV1().PersistentVolumeClaims(testNamespace).Update(w.ctx, m, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		w.setClaim(w.member, m)
 	}
 	hostCapacity := func(want string) func() bool {
 		return func() bool {

@@ -245,8 +245,26 @@ func (ws *watches) established() bool {
 
 // statusSubresource makes pod status updates write only the status, as the
 // apiserver does: the fake would store the whole object, and the provider
-// hands virtual-kubelet status updates without a spec.
+// hands virtual-kubelet status updates without a spec. It makes an update
+// of a claim keep the claim's status, as the apiserver does: the fake would
+// store the status of the copy the update came from, which may be older
+// than what the member's controllers wrote since (tests write a claim's
+// status with setClaim).
 func statusSubresource(c *fake.Clientset) {
+	claims := corev1.SchemeGroupVersion.WithResource("persistentvolumeclaims")
+	c.PrependReactor("update", "persistentvolumeclaims", func(a ktesting.Action) (bool, runtime.Object, error) {
+		u, ok := a.(ktesting.UpdateAction)
+		if !ok || u.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		claim := u.GetObject().(*corev1.PersistentVolumeClaim).DeepCopy()
+		stored, err := c.Tracker().Get(claims, claim.Namespace, claim.Name)
+		if err != nil {
+			return false, nil, nil
+		}
+		claim.Status = *stored.(*corev1.PersistentVolumeClaim).Status.DeepCopy()
+		return true, claim, c.Tracker().Update(claims, claim, claim.Namespace)
+	})
 	pods := corev1.SchemeGroupVersion.WithResource("pods")
 	c.PrependReactor("update", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		u, ok := a.(ktesting.UpdateAction)
