@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"os/exec"
 	"reflect"
 	"strings"
@@ -357,5 +358,25 @@ flotilla_node_member_api_errors_total{code="409",resource="pods",verb="create"} 
 	}
 	if want := (requestCounts{"host PUT pods/status 409": 3}); !reflect.DeepEqual(failed, want) {
 		t.Errorf("failed: got %v, want %v", failed, want)
+	}
+}
+
+// TestFloorMemory reads a process's RSS as the floor's, and flotilla-node's
+// idle RSS over it.
+func TestFloorMemory(t *testing.T) {
+	self := &floorProcess{cmd: &exec.Cmd{Process: &os.Process{Pid: os.Getpid()}}}
+	s := sample{"footprint.idle_node_rss_mib": 1000}
+	if err := floorMemory(self, s); err != nil {
+		t.Fatal(err)
+	}
+	rss := s["footprint.idle_floor_rss_mib"]
+	if rss <= 0 || rss > 1000 {
+		t.Fatalf("floor RSS %.1f MiB for this test process", rss)
+	}
+	if got, want := s["footprint.idle_node_rss_over_floor"], 1000/rss; got != want {
+		t.Errorf("over the floor: %.3f, want %.3f", got, want)
+	}
+	if err := floorMemory(&floorProcess{cmd: &exec.Cmd{Process: &os.Process{Pid: 1 << 30}}}, sample{}); err == nil {
+		t.Error("want an error for a process that is gone")
 	}
 }

@@ -76,6 +76,7 @@ type options struct {
 	profileDuration time.Duration
 	nodeArgs        []string
 	nodeBinary      string
+	floorBinary     string // built by the bench, not a flag
 	markdown        string
 	scalePartitions int
 	scaleNodes      int
@@ -250,6 +251,9 @@ func run() error {
 			return err
 		}
 	}
+	if o.floorBinary, err = fleet.BuildPackage(ctx, floorPackage, filepath.Join(dir, "floor")); err != nil {
+		return err
+	}
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 			return err
@@ -368,8 +372,22 @@ func runMode(ctx context.Context, m mode, o *options, scenarios []scenario, bin 
 	if err := t.meter.memory("idle", t.once); err != nil {
 		return mr, err
 	}
+	var floor *floorProcess
+	if m == modeFlotilla {
+		// The floor idles beside flotilla-node, on the host and the
+		// first member, and is read at the end of the same window.
+		if floor, err = startFloor(ctx, o.floorBinary, []*testworld.Cluster{t.world.Host(), t.members[0]}); err != nil {
+			return mr, err
+		}
+		defer floor.stop()
+	}
 	if err := t.meter.idle(ctx, o.idleWindow, "idle", t.once); err != nil {
 		return mr, err
+	}
+	if floor != nil {
+		if err := floorMemory(floor, t.once); err != nil {
+			return mr, err
+		}
 	}
 	if m == modeFlotilla && o.profileDir != "" {
 		// What an idle flotilla-node holds, after the idle reading.

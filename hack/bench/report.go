@@ -108,6 +108,8 @@ var tableRows = []row{
 	{"flotilla-node: idle CPU, no pods (millicores, sum)", "footprint.idle_node_millicores", "%.1f", false},
 	{"flotilla-node: idle CPU, burst pods (millicores, sum)", "footprint.loaded_node_millicores", "%.1f", false},
 	{"flotilla-node: RSS idle, no pods (MiB, largest)", "footprint.idle_node_rss_mib", "%.1f", false},
+	{"floor: RSS idle of a client-go pod watcher, host + member (MiB)", "footprint.idle_floor_rss_mib", "%.1f", false},
+	{"flotilla-node: RSS idle over the floor's", "footprint.idle_node_rss_over_floor", "%.2f", false},
 	{"flotilla-node: RSS with burst pods (MiB, largest)", "footprint.loaded_node_rss_mib", "%.1f", false},
 	{"flotilla-node: peak RSS (MiB, largest)", "footprint.node_peak_rss_mib", "%.1f", false},
 	{"api: requests/s while idle, no pods", "footprint.idle_api_requests_per_s", "%.1f", false},

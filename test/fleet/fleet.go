@@ -115,16 +115,22 @@ var (
 
 // build compiles cmd/<name> into out.
 func build(ctx context.Context, name, out string) (string, error) {
+	return BuildPackage(ctx, "./cmd/"+name, out)
+}
+
+// BuildPackage compiles the main package pkg, a path from the repository's
+// root, into out, as the image's flotilla-node is built.
+func BuildPackage(ctx context.Context, pkg, out string) (string, error) {
 	root, err := testworld.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	args := append(append([]string{"build"}, BuildFlags...), "-o", out, "./cmd/"+name)
+	args := append(append([]string{"build"}, BuildFlags...), "-o", out, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = append(os.Environ(), BuildEnv...)
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", name, err, b)
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, b)
 	}
 	return out, nil
 }
