@@ -106,15 +106,18 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestParseStatusMemory(t *testing.T) {
-	in := "Name:\tflotilla-node\nVmPeak:\t 1000 kB\nVmHWM:\t   81920 kB\nVmRSS:\t   40960 kB\nThreads:\t12\n"
-	rss, hwm, err := parseStatusMemory([]byte(in))
+	in := "Name:\tflotilla-node\nVmPeak:\t 1000 kB\nVmHWM:\t   81920 kB\nVmRSS:\t   40960 kB\nRssAnon:\t   10240 kB\nRssFile:\t   30720 kB\nThreads:\t12\n"
+	rss, hwm, file, err := parseStatusMemory([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rss != 40<<20 || hwm != 80<<20 {
-		t.Errorf("rss, hwm = %d, %d; want %d, %d", rss, hwm, 40<<20, 80<<20)
+	if rss != 40<<20 || hwm != 80<<20 || file != 30<<20 {
+		t.Errorf("rss, hwm, file = %d, %d, %d; want %d, %d, %d", rss, hwm, file, 40<<20, 80<<20, 30<<20)
 	}
-	if _, _, err := parseStatusMemory([]byte("Name:\tx\n")); err == nil {
+	if _, _, file, err := parseStatusMemory([]byte("VmHWM:\t 1 kB\nVmRSS:\t 1 kB\n")); err != nil || file != 0 {
+		t.Errorf("without RssFile: file %d, %v; want 0 and no error", file, err)
+	}
+	if _, _, _, err := parseStatusMemory([]byte("Name:\tx\n")); err == nil {
 		t.Error("want an error when VmRSS is missing")
 	}
 }

@@ -101,6 +101,7 @@ func floorMemory(f *floorProcess, s sample) error {
 	}
 	rss := float64(ps.RSSBytes) / (1 << 20)
 	s["footprint.idle_floor_rss_mib"] = rss
+	s["footprint.idle_floor_rss_file_mib"] = float64(ps.FileBytes) / (1 << 20)
 	if node, ok := s["footprint.idle_node_rss_mib"]; ok && rss > 0 {
 		s["footprint.idle_node_rss_over_floor"] = node / rss
 	}

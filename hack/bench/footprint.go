@@ -275,10 +275,12 @@ func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s
 		return err
 	}
 	elapsed := b.at.Sub(a.at).Seconds()
-	var cpu, rss, sum float64
+	var cpu, rss, file, sum float64
 	for member, bs := range b.nodes {
 		cpu += bs.CPUSeconds - a.nodes[member].CPUSeconds
-		rss = max(rss, float64(bs.RSSBytes)/(1<<20))
+		if r := float64(bs.RSSBytes) / (1 << 20); r > rss {
+			rss, file = r, float64(bs.FileBytes)/(1<<20)
+		}
 		sum += float64(bs.RSSBytes) / (1 << 20)
 	}
 	var requests float64
@@ -295,6 +297,7 @@ func (m *meter) idle(ctx context.Context, window time.Duration, prefix string, s
 	}
 	s["footprint."+prefix+"_node_millicores"] = cpu / elapsed * 1000
 	s["footprint."+prefix+"_node_rss_mib"] = rss
+	s["footprint."+prefix+"_node_rss_file_mib"] = file
 	s["footprint."+prefix+"_node_rss_sum_mib"] = sum
 	s["footprint."+prefix+"_api_requests_per_s"] = max(0, requests-float64(m.apiservers())) / elapsed
 	return nil

@@ -19,6 +19,10 @@ type procSample struct {
 	CPUSeconds float64
 	// RSSBytes is the resident set size now; HWMBytes its peak so far.
 	RSSBytes, HWMBytes int64
+	// FileBytes is the part of RSSBytes that maps files: for a static
+	// binary, the pages of the binary itself (RssFile; 0 where the kernel
+	// does not tell).
+	FileBytes int64
 }
 
 // readProc samples process pid.
@@ -35,11 +39,11 @@ func readProc(pid int) (procSample, error) {
 	if err != nil {
 		return procSample{}, fmt.Errorf("read status of pid %d: %w", pid, err)
 	}
-	rss, hwm, err := parseStatusMemory(status)
+	rss, hwm, file, err := parseStatusMemory(status)
 	if err != nil {
 		return procSample{}, fmt.Errorf("status of pid %d: %w", pid, err)
 	}
-	return procSample{CPUSeconds: float64(ticks) / userHZ, RSSBytes: rss, HWMBytes: hwm}, nil
+	return procSample{CPUSeconds: float64(ticks) / userHZ, RSSBytes: rss, HWMBytes: hwm, FileBytes: file}, nil
 }
 
 // parseStatCPU returns utime+stime from the contents of /proc/<pid>/stat.
@@ -67,32 +71,36 @@ func parseStatCPU(stat []byte) (uint64, error) {
 	return utime + stime, nil
 }
 
-// parseStatusMemory returns VmRSS and VmHWM in bytes from the contents of
-// /proc/<pid>/status.
-func parseStatusMemory(status []byte) (rss, hwm int64, err error) {
+// parseStatusMemory returns VmRSS, VmHWM and RssFile (0 if missing) in
+// bytes from the contents of /proc/<pid>/status.
+func parseStatusMemory(status []byte) (rss, hwm, file int64, err error) {
 	found := 0
 	for line := range strings.SplitSeq(string(status), "\n") {
 		name, value, ok := strings.Cut(line, ":")
-		if !ok || (name != "VmRSS" && name != "VmHWM") {
+		if !ok || (name != "VmRSS" && name != "VmHWM" && name != "RssFile") {
 			continue
 		}
 		f := strings.Fields(value)
 		if len(f) != 2 || f[1] != "kB" {
-			return 0, 0, fmt.Errorf("%s: unexpected value %q", name, value)
+			return 0, 0, 0, fmt.Errorf("%s: unexpected value %q", name, value)
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", name, err)
+			return 0, 0, 0, fmt.Errorf("%s: %w", name, err)
 		}
-		if name == "VmRSS" {
+		switch name {
+		case "VmRSS":
 			rss = kb << 10
-		} else {
+			found++
+		case "VmHWM":
 			hwm = kb << 10
+			found++
+		default:
+			file = kb << 10
 		}
-		found++
 	}
 	if found != 2 {
-		return 0, 0, fmt.Errorf("VmRSS or VmHWM missing")
+		return 0, 0, 0, fmt.Errorf("VmRSS or VmHWM missing")
 	}
-	return rss, hwm, nil
+	return rss, hwm, file, nil
 }
