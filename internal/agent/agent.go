@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -41,6 +42,7 @@ import (
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
 )
@@ -193,11 +195,21 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.err = err
 		close(a.done)
 	}()
+	// Of the host's nodes, only the process's own are read (override
+	// policies target their labels); watching all would have every
+	// flotilla-node decode every other member's node updates.
+	own, err := ownNodes(names)
+	if err != nil {
+		return err
+	}
+	hostNodeInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = own.String() }))
+	factories = append(factories, hostNodeInformers)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
 
 	var ovr provider.Overrides
 	if cfg.HostConfig != nil {
-		nodes := hostInformers.Nodes().Lister()
+		nodes := hostNodeInformers.Nodes().Lister()
 		o, err := hostpolicies.Start(ctx, cfg.HostConfig, nodes)
 		if err != nil {
 			return fmt.Errorf("override policies: %w", err)
@@ -248,6 +260,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	hostInformers.Start(ctx.Done())
 	hostPodInformers.Start(ctx.Done())
+	hostNodeInformers.Start(ctx.Done())
 
 	running := make([]<-chan struct{}, 0, len(vns))
 	for _, vn := range vns {
@@ -552,4 +565,14 @@ func handBackAfter(pl *v1alpha1.Placement) time.Duration {
 		return pl.HandBackAfter.Duration
 	}
 	return nodeconfig.DefaultHandBackAfter
+}
+
+// ownNodes selects the host nodes of the virtual clusters named: each
+// virtual node carries its name in wellknown.ClusterLabel.
+func ownNodes(names []string) (labels.Selector, error) {
+	r, err := labels.NewRequirement(wellknown.ClusterLabel, selection.In, names)
+	if err != nil {
+		return nil, fmt.Errorf("virtual node names: %w", err)
+	}
+	return labels.NewSelector().Add(*r), nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // ValidateNodeConfig checks a NodeConfig after defaulting (every virtual
@@ -31,6 +32,11 @@ func ValidateNodeConfig(cfg *v1alpha1.NodeConfig) field.ErrorList {
 		p := path.Index(i)
 		for _, msg := range utilvalidation.IsDNS1123Subdomain(vc.Name) {
 			errs = append(errs, field.Invalid(p.Child("name"), vc.Name, msg))
+		}
+		// The name is also the value of the virtual node's and the
+		// member pods' cluster label, which holds at most 63 characters.
+		for _, msg := range utilvalidation.IsValidLabelValue(vc.Name) {
+			errs = append(errs, field.Invalid(p.Child("name"), vc.Name, "the name is the value of the "+wellknown.ClusterLabel+" label: "+msg))
 		}
 		if j, dup := names[vc.Name]; dup {
 			errs = append(errs, field.Duplicate(p.Child("name"), fmt.Sprintf("%s (also virtualClusters[%d])", vc.Name, j)))

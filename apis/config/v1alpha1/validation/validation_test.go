@@ -47,6 +47,9 @@ func TestValidateNodeConfig(t *testing.T) {
 		"partitions sharing a port and names": {vcs: []v1alpha1.VirtualCluster{
 			partition("a", "x", 10250), partition("a", "y", 10250)},
 			wantErr: []string{"virtualClusters[1].name: Duplicate value", "virtualClusters[1].kubeletPort: Duplicate value"}},
+		"name longer than a label value": {vcs: []v1alpha1.VirtualCluster{{Name: strings.Repeat("a", 64), NamespaceMapping: v1alpha1.SameName, KubeletPort: 10250}},
+			wantErr: []string{"virtualClusters[0].name: Invalid value", "flotilla.io/cluster label: must be no more than 63 bytes"}},
+		"a subdomain name of 63 characters": {vcs: []v1alpha1.VirtualCluster{{Name: "ke." + strings.Repeat("b", 60), NamespaceMapping: v1alpha1.SameName, KubeletPort: 10250}}},
 		"partition without selector": {vcs: []v1alpha1.VirtualCluster{
 			partition("a", "x", 10250), {Name: "b", NamespaceMapping: v1alpha1.Suffix, KubeletPort: 10251}},
 			wantErr: []string{"virtualClusters[1].nodeSelector: Required value"}},
