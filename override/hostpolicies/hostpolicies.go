@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -46,7 +47,12 @@ type overrides struct {
 	policies, clusterPolicies cache.GenericLister
 	owners                    map[string]cache.GenericLister
 	nodes                     corev1listers.NodeLister
-	synced                    func() bool
+	synced                    func() bool // the policies' caches
+	// The workloads' caches start with the first policy the host has
+	// (startOwners): until then no pod needs its workload, and a
+	// flotilla-node would watch every workload of the host for nothing.
+	startOwners  func()
+	ownersSynced func() bool
 }
 
 var _ provider.Overrides = (*overrides)(nil)
@@ -75,6 +81,12 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 	if err != nil {
 		return nil, err
 	}
+	return startOverrides(ctx, dyn, meta, nodes)
+}
+
+// startOverrides starts the caches of the policies, and of the workloads'
+// metadata once the host has a policy, and waits briefly for the policies.
+func startOverrides(ctx context.Context, dyn dynamic.Interface, meta metadata.Interface, nodes corev1listers.NodeLister) (*overrides, error) {
 	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
 	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
 	o := &overrides{
@@ -83,24 +95,24 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 		owners:          map[string]cache.GenericLister{},
 		nodes:           nodes,
 	}
+	var ownersSynced []cache.InformerSynced
 	for _, a := range workload.Controllers() {
 		o.owners[a.GroupVersionKind().Kind] = mf.ForResource(a.Resource()).Lister()
+		ownersSynced = append(ownersSynced, mf.ForResource(a.Resource()).Informer().HasSynced)
 	}
+	o.ownersSynced = allSynced(ownersSynced)
+	var once sync.Once
+	o.startOwners = func() { once.Do(func() { mf.Start(ctx.Done()) }) }
 	var synced []cache.InformerSynced
-	synced = append(synced, df.ForResource(overridePolicies).Informer().HasSynced, df.ForResource(clusterOverridePolicies).Informer().HasSynced)
-	for _, a := range workload.Controllers() {
-		synced = append(synced, mf.ForResource(a.Resource()).Informer().HasSynced)
-	}
-	o.synced = func() bool {
-		for _, s := range synced {
-			if !s() {
-				return false
-			}
+	for _, r := range []schema.GroupVersionResource{overridePolicies, clusterOverridePolicies} {
+		inf := df.ForResource(r).Informer()
+		synced = append(synced, inf.HasSynced)
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(any) { o.startOwners() }}); err != nil {
+			return nil, err
 		}
-		return true
 	}
+	o.synced = allSynced(synced)
 	df.Start(ctx.Done())
-	mf.Start(ctx.Done())
 	// Waited for briefly, not more: the virtual nodes must register even if
 	// the policies cannot be read; pods wait (see Pod) until they can.
 	syncCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -109,8 +121,9 @@ func newOverrides(ctx context.Context, hostConfig *rest.Config, nodes corev1list
 	return o, nil
 }
 
-// Pod implements provider.Overrides. Until the policy caches have synced
-// it returns provider.ErrOverridesNotSynced, and the pod is forwarded once
+// Pod implements provider.Overrides. Until the policy caches have synced,
+// and for a pod in reach of a policy until the workloads' caches have, it
+// returns provider.ErrOverridesNotSynced, and the pod is forwarded once
 // they have: forwarding it without a policy that targets it could run what
 // the policy forbids.
 func (o *overrides) Pod(ctx context.Context, host *corev1.Pod, cluster string) (*corev1.Pod, []string, error) {
@@ -124,6 +137,10 @@ func (o *overrides) Pod(ctx context.Context, host *corev1.Pod, cluster string) (
 	node, err := o.nodes.Get(cluster)
 	if err != nil {
 		return nil, nil, fmt.Errorf("virtual node %s: %w", cluster, err)
+	}
+	if !o.ownersSynced() {
+		o.startOwners() // started by the first policy's event already
+		return nil, nil, provider.ErrOverridesNotSynced
 	}
 	tpl, err := o.template(ctx, host)
 	if err != nil {
@@ -305,4 +322,16 @@ func (l *lazyOverrides) Object(obj runtime.Object, kind string, cluster string) 
 		return obj, nil
 	}
 	return o.Object(obj, kind, cluster)
+}
+
+// allSynced reports whether every one of synced has synced.
+func allSynced(synced []cache.InformerSynced) func() bool {
+	return func() bool {
+		for _, s := range synced {
+			if !s() {
+				return false
+			}
+		}
+		return true
+	}
 }
