@@ -16,6 +16,7 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -103,6 +104,127 @@ func cachedPods(i int) (host, member *corev1.Pod) {
 	member.Spec.NodeName = fmt.Sprintf("kwok-node-%d", i%3)
 	member.Spec.Tolerations = member.Spec.Tolerations[1:]
 	return host, member
+}
+
+// nativePod is the i-th replica of a member's own Deployment, which
+// flotilla did not forward, as the member's apiserver serves it once it
+// runs: an application container and a sidecar started as an init
+// container, with env, mounts, probes, requests and limits, a ConfigMap
+// and a token volume, the annotations of a templated chart, a running
+// status; three replicas started each second, spread over three nodes.
+func nativePod(i int) *corev1.Pod {
+	name := fmt.Sprintf("shop-api-7c9d8f6b5-%05d", i)
+	now := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, i/3, 0, time.UTC))
+	token := fmt.Sprintf("kube-api-access-%05d", i)
+	resources := func(cpu, mem string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+		}
+	}
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/etc/shop"}, {Name: token, ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080), Scheme: corev1.URISchemeHTTP}},
+		PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
+	container := func(name, image string, r corev1.ResourceRequirements) corev1.Container {
+		return corev1.Container{
+			Name: name, Image: image, Resources: r, VolumeMounts: mounts,
+			Env: []corev1.EnvVar{{Name: "SHOP_ENV", Value: "production"}, {Name: "SHOP_REGION", Value: "hangzhou"}, {Name: "LOG_LEVEL", Value: "info"},
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
+			Ports:                  []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+			LivenessProbe:          probe,
+			ReadinessProbe:         probe,
+			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+		}
+	}
+	sidecar := container("proxy", "registry.example/mesh/proxy:1.24.3", resources("100m", "128Mi"))
+	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, GenerateName: "shop-api-7c9d8f6b5-", Namespace: "shop", UID: types.UID(fmt.Sprintf("5b4a3c2d-1e0f-4a9b-8c7d-%012d", i)),
+			ResourceVersion: fmt.Sprint(200000 + i), Generation: 1, CreationTimestamp: now,
+			Labels: map[string]string{"app.kubernetes.io/name": "shop-api", "app.kubernetes.io/instance": "shop", "app.kubernetes.io/version": "2.14.1", "pod-template-hash": "7c9d8f6b5"},
+			Annotations: map[string]string{"checksum/config": "4f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a",
+				"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "kubectl.kubernetes.io/restartedAt": "2026-11-20T08:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "shop-api-7c9d8f6b5",
+				UID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+		},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shop-api"}, DefaultMode: ptr.To(int32(420))}}},
+				{Name: token, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					Sources: []corev1.VolumeProjection{
+						{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To(int64(3607)), Path: "token"}},
+						{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+					}, DefaultMode: ptr.To(int32(420))}}},
+			},
+			InitContainers:                []corev1.Container{sidecar},
+			Containers:                    []corev1.Container{container("api", "registry.example/shop/api:2.14.1", resources("500m", "512Mi"))},
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To(int64(30)),
+			DNSPolicy:                     corev1.DNSClusterFirst,
+			ServiceAccountName:            "shop-api",
+			DeprecatedServiceAccount:      "shop-api",
+			NodeName:                      fmt.Sprintf("member-node-%d", i%3),
+			SecurityContext:               &corev1.PodSecurityContext{},
+			SchedulerName:                 corev1.DefaultSchedulerName,
+			Tolerations: []corev1.Toleration{
+				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+			},
+			Priority:           ptr.To(int32(0)),
+			EnableServiceLinks: ptr.To(true),
+			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			},
+			HostIP: "10.0.0.2", HostIPs: []corev1.HostIP{{IP: "10.0.0.2"}},
+			PodIP: fmt.Sprintf("10.2.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.2.%d.%d", i/250, i%250)}},
+			StartTime: &now,
+			InitContainerStatuses: []corev1.ContainerStatus{{
+				Name: "proxy", Ready: true, Started: ptr.To(true), Image: "registry.example/mesh/proxy:1.24.3", ImageID: "registry.example/mesh/proxy@sha256:0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
+				ContainerID: fmt.Sprintf("containerd://%064d", 2*i),
+				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			}},
+			ContainerStatuses: []corev1.ContainerStatus{{
+				Name: "api", Ready: true, Started: ptr.To(true), Image: "registry.example/shop/api:2.14.1", ImageID: "registry.example/shop/api@sha256:9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e",
+				ContainerID: fmt.Sprintf("containerd://%064d", 2*i+1),
+				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			}},
+			QOSClass: corev1.PodQOSBurstable,
+		},
+	}
+}
+
+// BenchmarkCachedForeignPodBytes reports what a member pod flotilla did
+// not forward (the member's own, nativePod) holds in the member pod cache
+// of a flotilla-node, decoded from protobuf as a watch delivers it and
+// transformed as the informer does.
+func BenchmarkCachedForeignPodBytes(b *testing.B) {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var wire [][]byte
+	for i := range 2000 {
+		p := nativePod(i)
+		p.APIVersion, p.Kind = "v1", "Pod"
+		data, err := kruntime.Encode(codec, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wire = append(wire, data)
+	}
+	memberT := MemberPodTransform("host-1")
+	var held float64
+	for b.Loop() {
+		held = heldDecoded(b, wire, memberT)
+	}
+	b.ReportMetric(held, "foreign-B/pod")
 }
 
 // cachedPodsWire is n forwarded pods as a watch delivers them: the host

@@ -152,9 +152,13 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 }
 
 // MemberPodTransform is the transform of the member pod informer of an
-// installation. A member pod of another owner keeps its spec: flotilla
-// may adopt it, and an adoption writes it back. A pod the installation
-// forwarded keeps, of its spec, only what flotilla reads of it:
+// installation. A member pod of another owner (the member's own
+// workloads, another installation's pods) keeps only what flotilla reads
+// of it (see trimForeign): a member may run thousands of them, and
+// flotilla-node caches every pod of its member. An adoption or a release
+// reads the pod it writes from the apiserver, never from the cache. A pod
+// the installation forwarded keeps, of its spec, only what flotilla reads
+// of it:
 //   - the node it runs on and the requests it holds there (containers'
 //     and init containers' resources and restart policies, the pod's
 //     overhead and resources), for the fit model;
@@ -182,10 +186,14 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 	return func(obj any) (any, error) {
 		obj, _ = StripManagedFields(obj)
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || !ours(pod) {
+		if !ok {
 			return obj, nil
 		}
-		// An adopted pod's cached version is not trimmed.
+		if !ours(pod) {
+			trimForeign(pod)
+			return pod, nil
+		}
+		// An adopted pod's cached version is trimmed as another owner's.
 		prev := cachedPod(cached, pod)
 		if prev != nil && !ours(prev) {
 			prev = nil
@@ -215,6 +223,51 @@ func trimMemberSpec(s *corev1.PodSpec) {
 		Resources:             s.Resources,
 	}
 	internSpec(s)
+}
+
+// trimForeign is what MemberPodTransform keeps of a member pod the
+// installation did not forward:
+//   - its name, namespace, UID, generation, labels and deletion: the
+//     labels tell whose pod it is (a host pod's namesake is refused, not
+//     taken over; another installation's pods are grouped by owner);
+//   - its node, its phase and what it requests there (containers' and
+//     init containers' requests and restart policies, the pod's overhead
+//     and resources): what the fit model and the virtual node's
+//     allocatable count (fit.PodRequests).
+//
+// Its annotations, the rest of its spec and of its status are dropped.
+// The labels and the containers are shared with the pods that have the
+// same (internMetaAfter, internSpec): a workload's replicas do.
+func trimForeign(pod *corev1.Pod) {
+	m := &pod.ObjectMeta
+	*m = metav1.ObjectMeta{
+		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, Labels: m.Labels,
+		DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
+	}
+	s := &pod.Spec
+	*s = corev1.PodSpec{
+		NodeName:       s.NodeName,
+		InitContainers: requestsOnly(s.InitContainers),
+		Containers:     requestsOnly(s.Containers),
+		Overhead:       s.Overhead,
+		Resources:      s.Resources,
+	}
+	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+	internMetaAfter(m, nil)
+	internSpec(s)
+}
+
+// requestsOnly trims containers, in place, to their names, requests and
+// restart policies (an init container that restarts always is a sidecar,
+// whose requests add to the containers').
+func requestsOnly(cs []corev1.Container) []corev1.Container {
+	for i := range cs {
+		c := &cs[i]
+		*c = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy,
+			Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests}}
+	}
+	return cs
 }
 
 // cachedPod is the version of pod the store cached returns holds, if any.

@@ -12,6 +12,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -127,18 +128,21 @@ func TestMemberPodTransform(t *testing.T) {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 
-	// A pod flotilla did not forward may be adopted, which writes it back:
-	// it keeps all of its spec.
+	// Pods flotilla did not forward, the member's own and another
+	// installation's, keep what the fit model counts and what tells
+	// whose they are; see TestForeignMemberPodsKeepWhatIsCounted.
 	own := admittedPod()
 	own.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	kept := transformed(t, transform, own)
-	own.ManagedFields = nil
-	if d := cmp.Diff(own, kept); d != "" {
-		t.Errorf("a member's own pod changed (-pod +cached):\n%s", d)
+	if d := cmp.Diff(resourcehelper.PodRequests(own, opts), resourcehelper.PodRequests(kept, opts)); d != "" {
+		t.Errorf("a member's own pod's requests (-pod +cached):\n%s", d)
 	}
 	other := transformed(t, MemberPodTransform("another-installation"), member)
-	if d := cmp.Diff(pm, other); d != "" {
-		t.Errorf("another installation's pod changed (-pod +cached):\n%s", d)
+	if d := cmp.Diff(pm.Labels, other.Labels); d != "" {
+		t.Errorf("another installation's pod's labels (-pod +cached):\n%s", d)
+	}
+	if other.Annotations != nil || other.Spec.Volumes != nil {
+		t.Errorf("another installation's pod kept its annotations %v or volumes %v", other.Annotations, other.Spec.Volumes)
 	}
 
 	// Other kinds only lose their managed fields.
@@ -266,5 +270,70 @@ func TestMemberPodVersionsShare(t *testing.T) {
 	adopted := transformed(t, transform, member)
 	if d := cmp.Diff(transformed(t, MemberPodTransform(testInstallation), member), adopted); d != "" {
 		t.Errorf("an adopted pod is cached otherwise than the transform alone makes it (-alone +shared):\n%s", d)
+	}
+}
+
+// TestForeignMemberPodsKeepWhatIsCounted: a member pod flotilla did not
+// forward is cached with what the virtual node counts of it (its node,
+// phase and requests, sidecars and overhead included) and what tells whose
+// it is (name, UID, labels), nothing else; a workload's replicas share
+// their labels and containers. Before, such pods were cached whole: a
+// member with thousands of its own pods cost every flotilla-node their
+// full size.
+func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
+	transform := MemberPodTransform(testInstallation)
+	pod := nativePod(1)
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	pod.DeletionTimestamp = ptr.To(metav1.Now())
+	want := pod.DeepCopy()
+	got := transformed(t, transform, pod)
+
+	opts := resourcehelper.PodResourcesOptions{}
+	if d := cmp.Diff(resourcehelper.PodRequests(want, opts), resourcehelper.PodRequests(got, opts)); d != "" {
+		t.Errorf("requests (-pod +cached):\n%s", d)
+	}
+	if got.Name != want.Name || got.Namespace != want.Namespace || got.UID != want.UID || got.Generation != want.Generation ||
+		got.ResourceVersion != want.ResourceVersion || !got.DeletionTimestamp.Equal(want.DeletionTimestamp) {
+		t.Errorf("identity: got %s/%s %s gen %d rv %s deleted %v", got.Namespace, got.Name, got.UID, got.Generation, got.ResourceVersion, got.DeletionTimestamp)
+	}
+	if d := cmp.Diff(want.Labels, got.Labels); d != "" {
+		t.Errorf("labels (-pod +cached):\n%s", d)
+	}
+	if got.Spec.NodeName != want.Spec.NodeName || got.Status.Phase != want.Status.Phase {
+		t.Errorf("node %q phase %q, want %q %q", got.Spec.NodeName, got.Status.Phase, want.Spec.NodeName, want.Status.Phase)
+	}
+	if got.Annotations != nil || got.OwnerReferences != nil || got.ManagedFields != nil || got.Spec.Volumes != nil ||
+		got.Status.Conditions != nil || got.Status.ContainerStatuses != nil || got.Status.PodIPs != nil {
+		t.Errorf("kept what nothing reads: %+v", got)
+	}
+	for _, c := range append(got.Spec.InitContainers, got.Spec.Containers...) {
+		if c.Env != nil || c.VolumeMounts != nil || c.LivenessProbe != nil || c.Image != "" || c.Resources.Limits != nil {
+			t.Errorf("container %s kept what nothing reads: %+v", c.Name, c)
+		}
+	}
+	if d := cmp.Diff(got, transformed(t, transform, got.DeepCopy())); d != "" {
+		t.Errorf("not idempotent (-once +twice):\n%s", d)
+	}
+
+	// Two replicas, decoded apart, share their labels and containers.
+	a, b := transformed(t, transform, nativePod(2)), transformed(t, transform, nativePod(3))
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("two replicas' equal labels are two maps")
+	}
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
+		t.Error("two replicas' equal containers are two arrays")
+	}
+	// The fit model counts them as it counted the whole pods.
+	whole, trimmed := fit.NewUsage(nil), fit.NewUsage(nil)
+	for i := range 4 {
+		whole.Set(nativePod(i))
+		trimmed.Set(transformed(t, transform, nativePod(i)))
+	}
+	for _, node := range []string{"member-node-0", "member-node-1", "member-node-2"} {
+		w, _ := whole.Of(node, "")
+		g, _ := trimmed.Of(node, "")
+		if d := cmp.Diff(w, g); d != "" {
+			t.Errorf("usage of %s (-whole +cached):\n%s", node, d)
+		}
 	}
 }
