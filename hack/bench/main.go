@@ -63,6 +63,7 @@ type options struct {
 	noisePods       int
 	footprintPods   int
 	hostSecrets     int
+	memberPods      int
 	hostSecretKiB   int
 	growthPods      string
 	growthPlot      string
@@ -98,13 +99,14 @@ func parseFlags(args []string) (*options, error) {
 	fs.Float32Var(&o.clientQPS, "client-qps", 500, "client QPS of every controller-manager and scheduler, in all modes")
 	fs.IntVar(&o.clientBurst, "client-burst", 1000, "client burst of every controller-manager and scheduler, in all modes")
 	fs.StringVar(&o.modes, "modes", "native,direct,flotilla", "modes to measure")
-	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k and growth (opt-in: minutes each), hostsecrets (opt-in); scale once, in a world of its own, after the modes")
+	fs.StringVar(&o.scenarios, "scenarios", defaultScenarios, "scenarios to run, in the order given, in the modes they apply to: burst (footprint is measured during it), propagation, steady, noise, footprint10k and growth (opt-in: minutes each), hostsecrets and memberpods (opt-in); scale once, in a world of its own, after the modes")
 	fs.IntVar(&o.probePods, "probe-pods", 100, "pods the propagation scenario changes and deletes one at a time")
 	fs.Float64Var(&o.steadyRate, "steady-rate", 20, "steady: pods created per second")
 	fs.DurationVar(&o.steadyDuration, "steady-duration", time.Minute, "steady: how long pods are created at --steady-rate")
 	fs.IntVar(&o.noisePods, "noise-pods", 1000, "noise: pods of the member's own Deployment, created and deleted alone and during a burst of --replicas")
 	fs.IntVar(&o.hostSecrets, "host-secrets", 100, "hostsecrets: Secrets created in the host, used by no pod")
 	fs.IntVar(&o.hostSecretKiB, "host-secret-kib", 256, "hostsecrets: size of each Secret's data (KiB; a Helm release is up to 1024)")
+	fs.IntVar(&o.memberPods, "member-pods", 2000, "memberpods: pods of the member's own Deployment, which flotilla-node caches but does not forward")
 	fs.IntVar(&o.footprintPods, "footprint-pods", 10000, "footprint10k: pods forwarded at once (10000 needs a --phase-timeout and --timeout of about 30m and 60m)")
 	fs.StringVar(&o.growthPods, "growth-pods", "1000,5000,10000", "growth: the sizes, in pods, each run through create and delete on a quiet world (use --members 1 to measure one flotilla-node)")
 	fs.StringVar(&o.growthPlot, "growth-plot", "", "growth: draw flotilla-node's CPU and RSS against pods, with fitted lines, into this SVG file (also with --markdown)")
@@ -133,8 +135,8 @@ func parseFlags(args []string) (*options, error) {
 	}
 	switch {
 	case o.replicas < 1 || o.runs < 1 || o.members < 1 || o.nodesPerCluster < 1 || o.probePods < 1 ||
-		o.noisePods < 1 || o.footprintPods < 1 || o.hostSecrets < 1 || o.scalePartitions < 1 || o.scalePods < 1 || o.membersCount < 1:
-		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --host-secrets, --scale-partitions, --scale-pods and --members-count must be at least 1")
+		o.noisePods < 1 || o.footprintPods < 1 || o.hostSecrets < 1 || o.memberPods < 1 || o.scalePartitions < 1 || o.scalePods < 1 || o.membersCount < 1:
+		return nil, errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --host-secrets, --member-pods, --scale-partitions, --scale-pods and --members-count must be at least 1")
 	case o.hostSecretKiB < 1 || o.hostSecretKiB > 1024:
 		return nil, errors.New("--host-secret-kib must be from 1 to 1024 (a Secret holds at most 1 MiB)")
 	case o.membersIdle < time.Second:

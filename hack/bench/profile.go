@@ -69,11 +69,17 @@ func fetch(ctx context.Context, url, path string, timeout time.Duration) error {
 }
 
 // heapProfiles fetches a heap profile of every flotilla-node, after a
-// garbage collection (gc=1), into dir as <placement>-<member>.<what>.heap.pprof.
+// garbage collection (gc=1), into dir as <placement>-<member>.<what>.heap.pprof,
+// and the same as text, whose end gives the runtime's MemStats (heap in use
+// and idle, stacks, the runtime's own), as <what>.heap.txt.
 func heapProfiles(ctx context.Context, t *target, dir, what string) error {
 	for i, m := range t.members {
-		path := filepath.Join(dir, placementName(t.opts.pin)+"-"+m.Name+"."+what+".heap.pprof")
-		if err := fetch(ctx, "http://"+profilingAddress(i)+"/debug/pprof/heap?gc=1", path, time.Minute); err != nil {
+		base := filepath.Join(dir, placementName(t.opts.pin)+"-"+m.Name+"."+what+".heap")
+		url := "http://" + profilingAddress(i) + "/debug/pprof/heap?gc=1"
+		if err := fetch(ctx, url, base+".pprof", time.Minute); err != nil {
+			return err
+		}
+		if err := fetch(ctx, url+"&debug=1", base+".txt", time.Minute); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// memberPods measures what a member's own pods cost flotilla-node: it
+// caches every pod of its member, those it did not forward too, whose
+// requests take room on the member's nodes. A Deployment of --member-pods
+// pods of member-1's own, with a template as a chart writes one
+// (memberPodSpec), runs in the noise namespace (no host namespace maps to
+// it) until all are Running and Ready; flotilla-node's RSS is read before
+// it and --settle after; then it is scaled to zero until all are gone.
+// Opt-in.
+type memberPods struct{}
+
+func (memberPods) name() string            { return "memberpods" }
+func (memberPods) applies(m mode) bool     { return m == modeFlotilla }
+func (memberPods) peakPods(o *options) int { return o.memberPods }
+
+// memberPodsPrefix prefixes the scenario's metrics.
+const memberPodsPrefix = "memberpods."
+
+func (memberPods) run(ctx context.Context, t *target, run int, s sample) error {
+	largestRSS := func() (float64, error) {
+		var largest int64
+		for _, c := range t.members {
+			ps, err := readProc(t.fleet.Node(c.Name).Pid())
+			if err != nil {
+				return 0, err
+			}
+			largest = max(largest, ps.RSSBytes)
+		}
+		return float64(largest) / (1 << 20), nil
+	}
+	c := noiseCluster(t)
+	if _, err := createNamespace(ctx, c, noiseNamespace); err != nil {
+		return err
+	}
+	before, err := largestRSS()
+	if err != nil {
+		return err
+	}
+	n := t.opts.memberPods
+	name := fmt.Sprintf("member-own-%d", run)
+	ctx, cancel := context.WithTimeout(ctx, t.opts.phaseTimeout)
+	defer cancel()
+	w, err := watchPods(ctx, c.Client(), c.Name, noiseNamespace, "app="+name, newNotifier(), time.Now)
+	if err != nil {
+		return err
+	}
+	pods := podWatches{w}
+	defer pods.Stop()
+	deployments := c.Client().AppsV1().Deployments(noiseNamespace)
+	defer func() {
+		// Clean up even after a failure; the pods are gone already on success.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = deployments.Delete(ctx, name, metav1.DeleteOptions{})
+	}()
+	d := deployment(name, n)
+	d.Namespace = noiseNamespace
+	d.Spec.Template.Labels["app.kubernetes.io/name"] = "shop-api"
+	d.Spec.Template.Labels["app.kubernetes.io/version"] = "2.14.1"
+	d.Spec.Template.Annotations = map[string]string{
+		"checksum/config":      "4f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a",
+		"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
+	}
+	d.Spec.Template.Spec = memberPodSpec()
+	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create deployment %s/%s in %s: %w", noiseNamespace, name, c.Name, err)
+	}
+	if err := pods.waitCount(ctx, "Running and Ready", n, isReady); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(t.opts.settle): // what trails the last pod, as in the footprint's phases
+	}
+	after, err := largestRSS()
+	if err != nil {
+		return err
+	}
+	scale := []byte(`{"spec":{"replicas":0}}`)
+	if _, err := deployments.Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("scale deployment %s/%s in %s to 0: %w", noiseNamespace, name, c.Name, err)
+	}
+	if err := pods.waitCount(ctx, "gone", n, isGone); err != nil {
+		return err
+	}
+	s[memberPodsPrefix+"pods"] = float64(n)
+	s[memberPodsPrefix+"node_rss_before_mib"] = before
+	s[memberPodsPrefix+"node_rss_after_mib"] = after
+	s[memberPodsPrefix+"node_rss_added_mib"] = after - before
+	s[memberPodsPrefix+"node_rss_added_kib_per_pod"] = (after - before) * 1024 / float64(n)
+	t.logf("%s run %d: %d pods of the member's own: flotilla-node RSS %.1f → %.1f MiB", t.mode, run, n, before, after)
+	return nil
+}
+
+// memberPodSpec is the pod template of a member's own workload as a chart
+// writes it: an application container and a sidecar started as an init
+// container, each with env, a port, probes, mounts, requests and limits,
+// and a ConfigMap volume (kwok's pods mount nothing). The requests are
+// small enough for --member-pods of them on a member's fake nodes.
+func memberPodSpec() corev1.PodSpec {
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 10, TimeoutSeconds: 1, FailureThreshold: 3}
+	container := func(name, image string, port int32, cpu, mem string) corev1.Container {
+		return corev1.Container{
+			Name: name, Image: image,
+			Env: []corev1.EnvVar{{Name: "SHOP_ENV", Value: "production"}, {Name: "SHOP_REGION", Value: "hangzhou"}, {Name: "LOG_LEVEL", Value: "info"},
+				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			Ports:          []corev1.ContainerPort{{Name: name, ContainerPort: port}},
+			LivenessProbe:  probe,
+			ReadinessProbe: probe,
+			VolumeMounts:   []corev1.VolumeMount{{Name: "config", MountPath: "/etc/shop"}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
+			},
+		}
+	}
+	sidecar := container("proxy", "registry.example/mesh/proxy:1.24.3", 15090, "2m", "8Mi")
+	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	return corev1.PodSpec{
+		InitContainers: []corev1.Container{sidecar},
+		Containers:     []corev1.Container{container("api", "registry.example/shop/api:2.14.1", 8080, "5m", "16Mi")},
+		Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "shop-api"}}}}},
+	}
+}
