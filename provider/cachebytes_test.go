@@ -203,6 +203,86 @@ func nativePod(i int) *corev1.Pod {
 	}
 }
 
+// kubeletNode is the i-th node of a member as its kubelet reports it: the
+// labels of a cloud's node, the annotations of a CSI driver and a network
+// plugin, 50 images (a kubelet's default limit), two attached volumes,
+// addresses, system info and its conditions.
+func kubeletNode(i int) *corev1.Node {
+	name := fmt.Sprintf("cn-hangzhou.10.0.%d.%d", i/250, i%250)
+	ip := fmt.Sprintf("10.0.%d.%d", i/250, i%250)
+	now := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))
+	var images []corev1.ContainerImage
+	for j := range 50 {
+		images = append(images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("registry.example/team-%d/service-%d@sha256:%064x", j%7, j, j*7919), fmt.Sprintf("registry.example/team-%d/service-%d:v1.%d.%d", j%7, j, j%5, j)},
+			SizeBytes: int64(20<<20 + j*1<<20),
+		})
+	}
+	cond := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, LastHeartbeatTime: now, LastTransitionTime: now, Reason: reason, Message: msg}
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, UID: types.UID(fmt.Sprintf("6c5b4a39-2817-4f60-9e8d-%012d", i)), ResourceVersion: fmt.Sprint(300000 + i), CreationTimestamp: now,
+			Labels: map[string]string{"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux",
+				"kubernetes.io/hostname": name, "node.kubernetes.io/instance-type": "ecs.g7.2xlarge", "topology.kubernetes.io/region": "cn-hangzhou",
+				"topology.kubernetes.io/zone": "cn-hangzhou-h", "node-pool": "general"},
+			Annotations: map[string]string{
+				"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"diskplugin.csi.example.com":"i-bp1%016d","nasplugin.csi.example.com":"i-bp1%016d"}`, i, i),
+				"node.alpha.kubernetes.io/ttl":                           "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+				"projectcalico.org/IPv4Address":                          ip + "/24",
+				"projectcalico.org/IPv4VXLANTunnelAddr":                  fmt.Sprintf("172.16.%d.%d", i/250, i%250),
+				"kubeadm.alpha.kubernetes.io/cri-socket":                 "unix:///run/containerd/containerd.sock",
+			},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("172.20.%d.0/24", i%250), PodCIDRs: []string{fmt.Sprintf("172.20.%d.0/24", i%250)}, ProviderID: fmt.Sprintf("cloud://cn-hangzhou.i-bp1%016d", i)},
+		Status: corev1.NodeStatus{
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32408044Ki"),
+				corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("123722704Ki")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7910m"), corev1.ResourceMemory: resource.MustParse("29253868Ki"),
+				corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("114022843818")},
+			Conditions: []corev1.NodeCondition{
+				cond(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+				cond(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+				cond(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+				cond(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+			},
+			Addresses:       []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
+			NodeInfo: corev1.NodeSystemInfo{MachineID: fmt.Sprintf("%032d", i), SystemUUID: fmt.Sprintf("%036d", i), BootID: fmt.Sprintf("%036d", i+1),
+				KernelVersion: "5.10.134-16.3.al8.x86_64", OSImage: "Alibaba Cloud Linux 3.2104 U10", ContainerRuntimeVersion: "containerd://1.7.22",
+				KubeletVersion: "v1.35.4", OperatingSystem: "linux", Architecture: "amd64"},
+			Images:          images,
+			VolumesInUse:    []corev1.UniqueVolumeName{"kubernetes.io/csi/diskplugin.csi.example.com^d-bp1aaaa", "kubernetes.io/csi/diskplugin.csi.example.com^d-bp1bbbb"},
+			VolumesAttached: []corev1.AttachedVolume{{Name: "kubernetes.io/csi/diskplugin.csi.example.com^d-bp1aaaa", DevicePath: ""}, {Name: "kubernetes.io/csi/diskplugin.csi.example.com^d-bp1bbbb", DevicePath: ""}},
+		},
+	}
+}
+
+// BenchmarkCachedNodeBytes reports what a member node (kubeletNode) holds
+// in the member node cache of a flotilla-node, decoded from protobuf and
+// transformed as the informer does.
+func BenchmarkCachedNodeBytes(b *testing.B) {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var wire [][]byte
+	for i := range 500 {
+		n := kubeletNode(i)
+		n.APIVersion, n.Kind = "v1", "Node"
+		data, err := kruntime.Encode(codec, n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wire = append(wire, data)
+	}
+	memberT := MemberPodTransform("host-1")
+	var held float64
+	for b.Loop() {
+		held = heldDecoded(b, wire, memberT)
+	}
+	b.ReportMetric(held, "node-B/node")
+}
+
 // BenchmarkCachedForeignPodBytes reports what a member pod flotilla did
 // not forward (the member's own, nativePod) holds in the member pod cache
 // of a flotilla-node, decoded from protobuf as a watch delivers it and

@@ -185,6 +185,10 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 	}
 	return func(obj any) (any, error) {
 		obj, _ = StripManagedFields(obj)
+		if n, ok := obj.(*corev1.Node); ok {
+			trimMemberNode(n)
+			return n, nil
+		}
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
 			return obj, nil
@@ -256,6 +260,33 @@ func trimForeign(pod *corev1.Pod) {
 	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
 	internMetaAfter(m, nil)
 	internSpec(s)
+}
+
+// trimMemberNode is what the member's node cache keeps of a node: what the
+// virtual node is built from (clusternode: Eligible, the fit model, the
+// labels all nodes share), that is its name, labels, taints, whether it
+// takes pods, its capacity, allocatable and conditions. A kubelet's node
+// also lists up to 50 images with their digests, its volumes, addresses,
+// system info and annotations: most of its size, read by nothing here.
+func trimMemberNode(n *corev1.Node) {
+	m := &n.ObjectMeta
+	*m = metav1.ObjectMeta{
+		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
+		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
+	}
+	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
+	st := &n.Status
+	*st = corev1.NodeStatus{Capacity: internList(st.Capacity), Allocatable: internList(st.Allocatable), Phase: st.Phase, Conditions: st.Conditions}
+	// Nodes of a pool share their labels but for the hostname, their
+	// capacity, and their conditions' words.
+	internMetaAfter(m, nil, corev1.LabelHostname)
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		str(&c.Type)
+		str(&c.Status)
+		str(&c.Reason)
+		str(&c.Message)
+	}
 }
 
 // requestsOnly trims containers, in place, to their names, requests and

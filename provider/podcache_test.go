@@ -145,10 +145,12 @@ func TestMemberPodTransform(t *testing.T) {
 		t.Errorf("another installation's pod kept its annotations %v or volumes %v", other.Annotations, other.Spec.Volumes)
 	}
 
-	// Other kinds only lose their managed fields.
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
-	if out, _ := transform(node); out.(*corev1.Node).ManagedFields != nil {
-		t.Error("node kept its managed fields")
+	// Other kinds only lose their managed fields; nodes, see
+	// TestMemberNodesKeepWhatTheVirtualNodeReads.
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if out, _ := transform(svc.DeepCopy()); out.(*corev1.Service).ManagedFields != nil || len(out.(*corev1.Service).Spec.Ports) != 1 {
+		t.Errorf("service: %+v", out)
 	}
 }
 
@@ -335,5 +337,45 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 		if d := cmp.Diff(w, g); d != "" {
 			t.Errorf("usage of %s (-whole +cached):\n%s", node, d)
 		}
+	}
+}
+
+// TestMemberNodesKeepWhatTheVirtualNodeReads: a member node is cached with
+// what the virtual node is built from, and the same virtual node comes of
+// it; a kubelet's image list, volumes, addresses, system info and
+// annotations are dropped. Before, member nodes were cached whole.
+func TestMemberNodesKeepWhatTheVirtualNodeReads(t *testing.T) {
+	transform := MemberPodTransform(testInstallation)
+	node := kubeletNode(7)
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	node.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	want := node.DeepCopy()
+	out, err := transform(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Node)
+	if got.Name != want.Name || got.UID != want.UID || got.ResourceVersion != want.ResourceVersion {
+		t.Errorf("identity: %s %s %s", got.Name, got.UID, got.ResourceVersion)
+	}
+	for what, d := range map[string]string{
+		"labels":      cmp.Diff(want.Labels, got.Labels),
+		"taints":      cmp.Diff(want.Spec.Taints, got.Spec.Taints),
+		"allocatable": cmp.Diff(want.Status.Allocatable, got.Status.Allocatable),
+		"capacity":    cmp.Diff(want.Status.Capacity, got.Status.Capacity),
+		"conditions":  cmp.Diff(want.Status.Conditions, got.Status.Conditions),
+	} {
+		if d != "" {
+			t.Errorf("%s (-node +cached):\n%s", what, d)
+		}
+	}
+	if got.Annotations != nil || got.ManagedFields != nil || got.Status.Images != nil || got.Status.VolumesAttached != nil ||
+		got.Status.Addresses != nil || got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || got.Spec.PodCIDRs != nil {
+		t.Errorf("kept what nothing reads: %+v", got)
+	}
+	cordoned := kubeletNode(8)
+	cordoned.Spec.Unschedulable = true
+	if c, _ := transform(cordoned); !c.(*corev1.Node).Spec.Unschedulable {
+		t.Error("a cordoned node is cached as schedulable")
 	}
 }
