@@ -63,25 +63,17 @@ func cachedPods(i int) (host, member *corev1.Pod) {
 			NodeName:                      "beijing",
 			SecurityContext:               &corev1.PodSecurityContext{},
 			SchedulerName:                 corev1.DefaultSchedulerName,
-			Tolerations: []corev1.Toleration{
+			Tolerations: append([]corev1.Toleration{
 				{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule},
-				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-			},
+			}, defaultTolerations()...),
 			Priority:           ptr.To(int32(0)),
 			EnableServiceLinks: ptr.To(true),
 			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
 		},
 		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-			HostIP: "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
+			Phase:      corev1.PodRunning,
+			Conditions: runningConditions(now),
+			HostIP:     "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
 			PodIP: fmt.Sprintf("10.1.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.1.%d.%d", i/250, i%250)}},
 			StartTime: &now,
 			ContainerStatuses: []corev1.ContainerStatus{{
@@ -168,24 +160,15 @@ func nativePod(i int) *corev1.Pod {
 			NodeName:                      fmt.Sprintf("member-node-%d", i%3),
 			SecurityContext:               &corev1.PodSecurityContext{},
 			SchedulerName:                 corev1.DefaultSchedulerName,
-			Tolerations: []corev1.Toleration{
-				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-			},
-			Priority:           ptr.To(int32(0)),
-			EnableServiceLinks: ptr.To(true),
-			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
+			Tolerations:                   defaultTolerations(),
+			Priority:                      ptr.To(int32(0)),
+			EnableServiceLinks:            ptr.To(true),
+			PreemptionPolicy:              ptr.To(corev1.PreemptLowerPriority),
 		},
 		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning,
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-			HostIP: "10.0.0.2", HostIPs: []corev1.HostIP{{IP: "10.0.0.2"}},
+			Phase:      corev1.PodRunning,
+			Conditions: runningConditions(now),
+			HostIP:     "10.0.0.2", HostIPs: []corev1.HostIP{{IP: "10.0.0.2"}},
 			PodIP: fmt.Sprintf("10.2.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.2.%d.%d", i/250, i%250)}},
 			StartTime: &now,
 			InitContainerStatuses: []corev1.ContainerStatus{{
@@ -261,39 +244,34 @@ func kubeletNode(i int) *corev1.Node {
 }
 
 // BenchmarkCachedNodeBytes reports what a member node (kubeletNode) holds
-// in the member node cache of a flotilla-node, decoded from protobuf and
-// transformed as the informer does.
+// in the member node cache of a flotilla-node.
 func BenchmarkCachedNodeBytes(b *testing.B) {
-	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	var wire [][]byte
-	for i := range 500 {
+	benchmarkMemberHeld(b, 500, "node-B/node", func(i int) kruntime.Object {
 		n := kubeletNode(i)
 		n.APIVersion, n.Kind = "v1", "Node"
-		data, err := kruntime.Encode(codec, n)
-		if err != nil {
-			b.Fatal(err)
-		}
-		wire = append(wire, data)
-	}
-	memberT := MemberPodTransform("host-1")
-	var held float64
-	for b.Loop() {
-		held = heldDecoded(b, wire, memberT)
-	}
-	b.ReportMetric(held, "node-B/node")
+		return n
+	})
 }
 
 // BenchmarkCachedForeignPodBytes reports what a member pod flotilla did
 // not forward (the member's own, nativePod) holds in the member pod cache
-// of a flotilla-node, decoded from protobuf as a watch delivers it and
-// transformed as the informer does.
+// of a flotilla-node.
 func BenchmarkCachedForeignPodBytes(b *testing.B) {
-	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	var wire [][]byte
-	for i := range 2000 {
+	benchmarkMemberHeld(b, 2000, "foreign-B/pod", func(i int) kruntime.Object {
 		p := nativePod(i)
 		p.APIVersion, p.Kind = "v1", "Pod"
-		data, err := kruntime.Encode(codec, p)
+		return p
+	})
+}
+
+// benchmarkMemberHeld reports as unit what each of n objects (the i-th
+// made by obj) holds once decoded from protobuf, as a watch delivers it,
+// and transformed as the member informers do.
+func benchmarkMemberHeld(b *testing.B, n int, unit string, obj func(int) kruntime.Object) {
+	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	var wire [][]byte
+	for i := range n {
+		data, err := kruntime.Encode(codec, obj(i))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -304,7 +282,26 @@ func BenchmarkCachedForeignPodBytes(b *testing.B) {
 	for b.Loop() {
 		held = heldDecoded(b, wire, memberT)
 	}
-	b.ReportMetric(held, "foreign-B/pod")
+	b.ReportMetric(held, unit)
+}
+
+// defaultTolerations are those the apiserver gives every pod.
+func defaultTolerations() []corev1.Toleration {
+	return []corev1.Toleration{
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
+	}
+}
+
+// runningConditions are the conditions of a pod running since now.
+func runningConditions(now metav1.Time) []corev1.PodCondition {
+	return []corev1.PodCondition{
+		{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
 }
 
 // cachedPodsWire is n forwarded pods as a watch delivers them: the host

@@ -29,18 +29,7 @@ const hostSecretsPrefix = "hostsecrets."
 const hostSecretsLabel = "bench.flotilla.io/host-secrets"
 
 func (hostSecrets) run(ctx context.Context, t *target, run int, s sample) error {
-	largestRSS := func() (float64, error) {
-		var largest int64
-		for _, c := range t.members {
-			ps, err := readProc(t.fleet.Node(c.Name).Pid())
-			if err != nil {
-				return 0, err
-			}
-			largest = max(largest, ps.RSSBytes)
-		}
-		return float64(largest) / (1 << 20), nil
-	}
-	before, err := largestRSS()
+	before, err := largestNodeRSS(t)
 	if err != nil {
 		return err
 	}
@@ -65,7 +54,7 @@ func (hostSecrets) run(ctx context.Context, t *target, run int, s sample) error 
 		return ctx.Err()
 	case <-time.After(t.opts.settle):
 	}
-	after, err := largestRSS()
+	after, err := largestNodeRSS(t)
 	if err != nil {
 		return err
 	}
@@ -75,4 +64,17 @@ func (hostSecrets) run(ctx context.Context, t *target, run int, s sample) error 
 	s[hostSecretsPrefix+"node_rss_added_mib"] = after - before
 	t.logf("%s run %d: %d host Secrets of %d KiB: flotilla-node RSS %.1f → %.1f MiB", t.mode, run, n, t.opts.hostSecretKiB, before, after)
 	return secrets.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: hostSecretsLabel + "=" + strconv.Itoa(run)})
+}
+
+// largestNodeRSS is the RSS of the largest flotilla-node, in MiB.
+func largestNodeRSS(t *target) (float64, error) {
+	var largest int64
+	for _, c := range t.members {
+		ps, err := readProc(t.fleet.Node(c.Name).Pid())
+		if err != nil {
+			return 0, err
+		}
+		largest = max(largest, ps.RSSBytes)
+	}
+	return float64(largest) / (1 << 20), nil
 }

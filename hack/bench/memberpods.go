@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 )
@@ -31,71 +30,38 @@ func (memberPods) peakPods(o *options) int { return o.memberPods }
 const memberPodsPrefix = "memberpods."
 
 func (memberPods) run(ctx context.Context, t *target, run int, s sample) error {
-	largestRSS := func() (float64, error) {
-		var largest int64
-		for _, c := range t.members {
-			ps, err := readProc(t.fleet.Node(c.Name).Pid())
-			if err != nil {
-				return 0, err
-			}
-			largest = max(largest, ps.RSSBytes)
-		}
-		return float64(largest) / (1 << 20), nil
-	}
 	c := noiseCluster(t)
 	if _, err := createNamespace(ctx, c, noiseNamespace); err != nil {
 		return err
 	}
-	before, err := largestRSS()
+	before, err := largestNodeRSS(t)
 	if err != nil {
 		return err
 	}
 	n := t.opts.memberPods
-	name := fmt.Sprintf("member-own-%d", run)
-	ctx, cancel := context.WithTimeout(ctx, t.opts.phaseTimeout)
-	defer cancel()
-	w, err := watchPods(ctx, c.Client(), c.Name, noiseNamespace, "app="+name, newNotifier(), time.Now)
+	var after float64
+	_, _, err = ownCycle(ctx, t, c, fmt.Sprintf("member-own-%d", run), n, ownHooks{
+		shape: func(d *appsv1.Deployment) {
+			d.Spec.Template.Labels["app.kubernetes.io/name"] = "shop-api"
+			d.Spec.Template.Labels["app.kubernetes.io/version"] = "2.14.1"
+			d.Spec.Template.Annotations = map[string]string{
+				"checksum/config":      "4f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a",
+				"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
+			}
+			d.Spec.Template.Spec = memberPodSpec()
+		},
+		running: func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(t.opts.settle): // what trails the last pod, as in the footprint's phases
+			}
+			var err error
+			after, err = largestNodeRSS(t)
+			return err
+		},
+	})
 	if err != nil {
-		return err
-	}
-	pods := podWatches{w}
-	defer pods.Stop()
-	deployments := c.Client().AppsV1().Deployments(noiseNamespace)
-	defer func() {
-		// Clean up even after a failure; the pods are gone already on success.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = deployments.Delete(ctx, name, metav1.DeleteOptions{})
-	}()
-	d := deployment(name, n)
-	d.Namespace = noiseNamespace
-	d.Spec.Template.Labels["app.kubernetes.io/name"] = "shop-api"
-	d.Spec.Template.Labels["app.kubernetes.io/version"] = "2.14.1"
-	d.Spec.Template.Annotations = map[string]string{
-		"checksum/config":      "4f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a",
-		"prometheus.io/scrape": "true", "prometheus.io/port": "8080",
-	}
-	d.Spec.Template.Spec = memberPodSpec()
-	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("create deployment %s/%s in %s: %w", noiseNamespace, name, c.Name, err)
-	}
-	if err := pods.waitCount(ctx, "Running and Ready", n, isReady); err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(t.opts.settle): // what trails the last pod, as in the footprint's phases
-	}
-	after, err := largestRSS()
-	if err != nil {
-		return err
-	}
-	scale := []byte(`{"spec":{"replicas":0}}`)
-	if _, err := deployments.Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("scale deployment %s/%s in %s to 0: %w", noiseNamespace, name, c.Name, err)
-	}
-	if err := pods.waitCount(ctx, "gone", n, isGone); err != nil {
 		return err
 	}
 	s[memberPodsPrefix+"pods"] = float64(n)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -167,6 +168,20 @@ func addRatio(s sample, key string, num, den float64) {
 // until all are gone, all within --phase-timeout, and returns how long each
 // took as a watch in c saw it.
 func noiseCycle(ctx context.Context, t *target, c *testworld.Cluster, name string, count int) (create, del time.Duration, err error) {
+	return ownCycle(ctx, t, c, name, count, ownHooks{})
+}
+
+// ownHooks adapt ownCycle to a scenario; the zero value runs the noise.
+type ownHooks struct {
+	// shape changes the Deployment before it is created.
+	shape func(*appsv1.Deployment)
+	// running is called once all pods are Running and Ready, before the
+	// Deployment is scaled to zero.
+	running func(context.Context) error
+}
+
+// ownCycle is noiseCycle with hooks: a Deployment of the member's own.
+func ownCycle(ctx context.Context, t *target, c *testworld.Cluster, name string, count int, hooks ownHooks) (create, del time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, t.opts.phaseTimeout)
 	defer cancel()
 	w, err := watchPods(ctx, c.Client(), c.Name, noiseNamespace, "app="+name, newNotifier(), time.Now)
@@ -184,6 +199,9 @@ func noiseCycle(ctx context.Context, t *target, c *testworld.Cluster, name strin
 	}()
 	d := deployment(name, count)
 	d.Namespace = noiseNamespace
+	if hooks.shape != nil {
+		hooks.shape(d)
+	}
 	t0 := time.Now()
 	if _, err := deployments.Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return 0, 0, fmt.Errorf("create deployment %s/%s in %s: %w", noiseNamespace, name, c.Name, err)
@@ -192,6 +210,11 @@ func noiseCycle(ctx context.Context, t *target, c *testworld.Cluster, name strin
 		return 0, 0, err
 	}
 	create = pods.latest(readyAt).Sub(t0)
+	if hooks.running != nil {
+		if err := hooks.running(ctx); err != nil {
+			return create, 0, err
+		}
+	}
 	t1 := time.Now()
 	scale := []byte(`{"spec":{"replicas":0}}`)
 	if _, err := deployments.Patch(ctx, name, types.MergePatchType, scale, metav1.PatchOptions{}); err != nil {
