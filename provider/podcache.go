@@ -152,9 +152,11 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 }
 
 // MemberPodTransform is the transform of the member pod informer of an
-// installation. A member pod of another owner (the member's own
-// workloads, another installation's pods) keeps only what flotilla reads
-// of it (see trimForeign): a member may run thousands of them, and
+// installation (of every kind the member factory caches: nodes, see
+// trimMemberNode; Services and claims of another owner keep only their
+// identity, see keepIdentity). A member pod of another owner (the member's
+// own workloads, another installation's pods) keeps only what flotilla
+// reads of it (see trimForeign): a member may run thousands of them, and
 // flotilla-node caches every pod of its member. An adoption or a release
 // reads the pod it writes from the apiserver, never from the cache. A pod
 // the installation forwarded keeps, of its spec, only what flotilla reads
@@ -180,14 +182,23 @@ func MemberPodTransform(installation string) cache.TransformFunc {
 // a pod the installation forwarded shares with the version cached what
 // did not change, as HostPodsTransform does for host pods.
 func MemberPodsTransform(installation string, cached func() cache.Store) cache.TransformFunc {
-	ours := func(pod *corev1.Pod) bool {
-		return pod.Labels[wellknown.InstallationLabel] == installation && pod.Labels[wellknown.ClusterLabel] != ""
+	owned := func(l map[string]string) bool {
+		return l[wellknown.InstallationLabel] == installation && l[wellknown.ClusterLabel] != ""
 	}
+	ours := func(pod *corev1.Pod) bool { return owned(pod.Labels) }
 	return func(obj any) (any, error) {
 		obj, _ = StripManagedFields(obj)
-		if n, ok := obj.(*corev1.Node); ok {
-			trimMemberNode(n)
-			return n, nil
+		switch o := obj.(type) {
+		case *corev1.Node:
+			trimMemberNode(o)
+			return o, nil
+		case *corev1.Service, *corev1.PersistentVolumeClaim:
+			// The mirrors read the Services and claims of another owner
+			// only to leave them alone.
+			if m, err := meta.Accessor(o); err == nil && !owned(m.GetLabels()) {
+				keepIdentity(o)
+			}
+			return o, nil
 		}
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
@@ -287,6 +298,25 @@ func trimMemberNode(n *corev1.Node) {
 		str(&c.Reason)
 		str(&c.Message)
 	}
+}
+
+// keepIdentity trims a Service or a claim of another owner, in place, to
+// what tells it from one of flotilla's: its name, namespace, UID, labels
+// and deletion.
+func keepIdentity(obj any) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		*o = corev1.Service{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
+	case *corev1.PersistentVolumeClaim:
+		*o = corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
+	}
+}
+
+func identityMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp}
+	internMetaAfter(&out, nil)
+	return out
 }
 
 // requestsOnly trims containers, in place, to their names, requests and

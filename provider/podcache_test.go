@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 
@@ -145,12 +146,36 @@ func TestMemberPodTransform(t *testing.T) {
 		t.Errorf("another installation's pod kept its annotations %v or volumes %v", other.Annotations, other.Spec.Volumes)
 	}
 
-	// Other kinds only lose their managed fields; nodes, see
+	// A Service or claim of the installation's only loses its managed
+	// fields; another owner's keeps its identity alone. Nodes: see
 	// TestMemberNodesKeepWhatTheVirtualNodeReads.
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	if out, _ := transform(svc.DeepCopy()); out.(*corev1.Service).ManagedFields != nil || len(out.(*corev1.Service).Spec.Ports) != 1 {
-		t.Errorf("service: %+v", out)
+	mine := target.Owner().Stamp(map[string]string{"app": "web"})
+	for _, owner := range []map[string]string{mine, {"app": "web"}, {wellknown.ClusterLabel: "beijing", wellknown.InstallationLabel: "another-installation"}} {
+		meta := metav1.ObjectMeta{Name: "web", Namespace: "app", UID: "u-1", ResourceVersion: "7", Labels: owner,
+			Annotations: map[string]string{"a": "b"}, ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}}
+		for _, obj := range []any{
+			&corev1.Service{ObjectMeta: meta, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}},
+			&corev1.PersistentVolumeClaim{ObjectMeta: meta, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}},
+		} {
+			out, err := transform(obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var kept metav1.ObjectMeta
+			var whole bool
+			switch o := out.(type) {
+			case *corev1.Service:
+				kept, whole = o.ObjectMeta, len(o.Spec.Ports) == 1
+			case *corev1.PersistentVolumeClaim:
+				kept, whole = o.ObjectMeta, o.Spec.VolumeName == "pv-1"
+			}
+			if kept.ManagedFields != nil || kept.Name != "web" || kept.Namespace != "app" || kept.UID != "u-1" || !maps.Equal(kept.Labels, owner) {
+				t.Errorf("%T of %v: metadata %+v", out, owner, kept)
+			}
+			if ours := maps.Equal(owner, mine); whole != ours || (kept.Annotations != nil) != ours {
+				t.Errorf("%T of %v (ours %v): spec kept %v, annotations %v", out, owner, ours, whole, kept.Annotations)
+			}
+		}
 	}
 }
 
