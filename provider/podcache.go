@@ -154,7 +154,7 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 // MemberPodTransform is the transform of the member pod informer of an
 // installation (of every kind the member factory caches: nodes, see
 // trimMemberNode; Services and claims of another owner keep only their
-// identity, see keepIdentity). A member pod of another owner (the member's
+// identity, see identityMeta). A member pod of another owner (the member's
 // own workloads, another installation's pods) keeps only what flotilla
 // reads of it (see trimForeign): a member may run thousands of them, and
 // flotilla-node caches every pod of its member. An adoption or a release
@@ -192,11 +192,16 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 		case *corev1.Node:
 			trimMemberNode(o)
 			return o, nil
-		case *corev1.Service, *corev1.PersistentVolumeClaim:
-			// The mirrors read the Services and claims of another owner
-			// only to leave them alone.
-			if m, err := meta.Accessor(o); err == nil && !owned(m.GetLabels()) {
-				keepIdentity(o)
+		// The mirrors read the Services and claims of another owner only to
+		// leave them alone: those keep their identity alone.
+		case *corev1.Service:
+			if !owned(o.Labels) {
+				*o = corev1.Service{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
+			}
+			return o, nil
+		case *corev1.PersistentVolumeClaim:
+			if !owned(o.Labels) {
+				*o = corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
 			}
 			return o, nil
 		}
@@ -254,12 +259,7 @@ func trimMemberSpec(s *corev1.PodSpec) {
 // The labels and the containers are shared with the pods that have the
 // same (internMetaAfter, internSpec): a workload's replicas do.
 func trimForeign(pod *corev1.Pod) {
-	m := &pod.ObjectMeta
-	*m = metav1.ObjectMeta{
-		Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Generation: m.Generation, Labels: m.Labels,
-		DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds,
-	}
+	pod.ObjectMeta = identityMeta(&pod.ObjectMeta)
 	s := &pod.Spec
 	*s = corev1.PodSpec{
 		NodeName:       s.NodeName,
@@ -269,7 +269,6 @@ func trimForeign(pod *corev1.Pod) {
 		Resources:      s.Resources,
 	}
 	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
-	internMetaAfter(m, nil)
 	internSpec(s)
 }
 
@@ -280,17 +279,12 @@ func trimForeign(pod *corev1.Pod) {
 // also lists up to 50 images with their digests, its volumes, addresses,
 // system info and annotations: most of its size, read by nothing here.
 func trimMemberNode(n *corev1.Node) {
-	m := &n.ObjectMeta
-	*m = metav1.ObjectMeta{
-		Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, Generation: m.Generation,
-		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp,
-	}
+	// Nodes of a pool share their labels but for the hostname, their
+	// capacity, and their conditions' words.
+	n.ObjectMeta = identityMeta(&n.ObjectMeta, corev1.LabelHostname)
 	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
 	st := &n.Status
 	*st = corev1.NodeStatus{Capacity: internList(st.Capacity), Allocatable: internList(st.Allocatable), Phase: st.Phase, Conditions: st.Conditions}
-	// Nodes of a pool share their labels but for the hostname, their
-	// capacity, and their conditions' words.
-	internMetaAfter(m, nil, corev1.LabelHostname)
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		str(&c.Type)
@@ -300,22 +294,16 @@ func trimMemberNode(n *corev1.Node) {
 	}
 }
 
-// keepIdentity trims a Service or a claim of another owner, in place, to
-// what tells it from one of flotilla's: its name, namespace, UID, labels
-// and deletion.
-func keepIdentity(obj any) {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		*o = corev1.Service{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
-	case *corev1.PersistentVolumeClaim:
-		*o = corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
-	}
-}
-
-func identityMeta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+// identityMeta is what the member caches keep of the metadata of an
+// object flotilla only counts or leaves alone: what names it (name,
+// namespace, UID, version, generation), its labels, which tell whose it
+// is, and its deletion; the labels shared with the objects that have the
+// same but for the values of unique.
+func identityMeta(m *metav1.ObjectMeta, unique ...string) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Labels: m.Labels, DeletionTimestamp: m.DeletionTimestamp}
-	internMetaAfter(&out, nil)
+		Generation: m.Generation, Labels: m.Labels,
+		DeletionTimestamp: m.DeletionTimestamp, DeletionGracePeriodSeconds: m.DeletionGracePeriodSeconds}
+	internMetaAfter(&out, nil, unique...)
 	return out
 }
 
