@@ -64,6 +64,16 @@ func waitModel(t *testing.T, cluster, what string, cond func(*fit.Cluster) bool)
 	})
 }
 
+// waitHolds waits until the virtual node of cluster publishes a model in
+// which its member nodes hold exactly n replicas requesting cpu.
+func waitHolds(t *testing.T, cluster, cpu string, n int64) {
+	t.Helper()
+	waitModel(t, cluster, fmt.Sprintf("nodes that hold %d replicas of %s cpu", n, cpu), func(c *fit.Cluster) bool {
+		got, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity(cpu)}, nil))
+		return known && got == n
+	})
+}
+
 // demand is what a pod of these requests and this node selector asks.
 func demand(requests corev1.ResourceList, selector map[string]string) fit.Demand {
 	return fit.DemandOf(&corev1.Pod{Spec: corev1.PodSpec{NodeSelector: selector, Containers: []corev1.Container{{Name: "c",
@@ -313,10 +323,7 @@ spec:
 		// replica, the nodes none. hangzhou's nodes hold ten.
 		ns := namespace(t)
 		fill(t, "beijing", "27", "beijing-node-1", "beijing-node-2")
-		waitModel(t, "beijing", "no node with 6 cpu free", func(c *fit.Cluster) bool {
-			n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
-			return known && n == 0
-		})
+		waitHolds(t, "beijing", "6", 0)
 		// An earlier test's pods may still be leaving hangzhou.
 		waitModel(t, "hangzhou", "nodes that hold ten", func(c *fit.Cluster) bool {
 			n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
@@ -334,12 +341,8 @@ spec:
 		ns := namespace(t)
 		fill(t, "beijing", "27", "beijing-node-1")
 		fill(t, "hangzhou", "26", "hangzhou-node-1")
-		for cluster, want := range map[string]int64{"beijing": 5, "hangzhou": 6} {
-			waitModel(t, cluster, fmt.Sprintf("nodes that hold %d replicas", want), func(c *fit.Cluster) bool {
-				n, known := c.Replicas(demand(corev1.ResourceList{corev1.ResourceCPU: mustQuantity("6")}, nil))
-				return known && n == want
-			})
-		}
+		waitHolds(t, "beijing", "6", 5)
+		waitHolds(t, "hangzhou", "6", 6)
 		applyYAML(t, ns, policy(`      replicaDivisionPreference: Aggregated
 `))
 		create(t, hostClient().AppsV1().Deployments(ns).Create, six(ns, 6))

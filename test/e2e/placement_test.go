@@ -128,6 +128,11 @@ func TestClusterSelection(t *testing.T) {
 		ns := namespace(t)
 		drained(t, ns)
 		// beijing's two 32-CPU nodes hold two 30-CPU replicas, not three.
+		// Every model must say so first: an earlier test's member pods
+		// may still be leaving.
+		for _, cluster := range []string{"beijing", "hangzhou", "shenzhen"} {
+			waitHolds(t, cluster, "30", 2)
+		}
 		applyYAML(t, ns, policyFor("web", `
     clusterAffinities:
     - affinityName: primary
@@ -165,7 +170,11 @@ func TestDynamicWeightsAndAggregated(t *testing.T) {
 `))
 		// Each cluster's two 32-CPU nodes hold four 15-CPU replicas (with
 		// room to spare for other tests' small pods): five need two
-		// clusters.
+		// clusters. The models must say so first: an earlier test's
+		// member pods may still be leaving after its host pods are gone.
+		for _, cluster := range []string{"beijing", "hangzhou", "shenzhen"} {
+			waitHolds(t, cluster, "15", 4)
+		}
 		create(t, hostClient().AppsV1().Deployments(ns).Create, requesting(ns, 5, "15"))
 		eventually(t, 2*time.Minute, "five replicas packed 4+1", func(ctx context.Context) (bool, string, error) {
 			got, all, err := clusterCounts(ctx, ns, "web")
@@ -188,6 +197,12 @@ func TestDynamicWeightsAndAggregated(t *testing.T) {
 		filler.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("32")}
 		create(t, hostClient().CoreV1().Pods(ns).Create, filler)
 		waitPodReady(t, ns, filler.Name)
+		// The weights are read once, when the replicas are placed: wait
+		// until the models count the filler and no longer count the
+		// Aggregated replicas, whose member pods leave after their host
+		// pods.
+		waitHolds(t, "beijing", "8", 8)
+		waitHolds(t, "hangzhou", "8", 4)
 		applyYAML(t, ns, policyFor("web", `
     clusterAffinity:
       clusterNames: [beijing, hangzhou]
