@@ -444,6 +444,13 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	if c.Labels[wellknown.HostUIDLabel] == d.Labels[wellknown.HostUIDLabel] {
 		t.Error("two member pods have one host UID")
 	}
+	// Their host pods' names are their own: one annotation map serves both.
+	if reflect.ValueOf(c.Annotations).UnsafePointer() != reflect.ValueOf(d.Annotations).UnsafePointer() {
+		t.Error("two member replicas' annotations are two maps")
+	}
+	if _, name := hostKeyOf(d); name != m2.Name {
+		t.Errorf("the second member pod stands for host pod %q, want %q", name, m2.Name)
+	}
 }
 
 // TestTableStartsAfreshPastItsLimit: a table keeps at most its limit of

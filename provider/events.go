@@ -221,7 +221,7 @@ func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 	if member.UID != ref.UID || !m.env.ours(member) {
 		return nil, false
 	}
-	ns, name := member.Annotations[wellknown.HostNamespaceAnnotation], member.Annotations[wellknown.HostNameAnnotation]
+	ns, name := hostKeyOf(member)
 	host, err = m.env.hostPods.Pods(ns).Get(name)
 	if err != nil {
 		return nil, true

@@ -402,10 +402,11 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 // orphanView names a member pod whose host pod is gone by its host
 // coordinates, so virtual-kubelet can ask for its deletion.
 func orphanView(m *corev1.Pod) *corev1.Pod {
+	ns, name := hostKeyOf(m)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      m.Annotations[wellknown.HostNameAnnotation],
-			Namespace: m.Annotations[wellknown.HostNamespaceAnnotation],
+			Name:      name,
+			Namespace: ns,
 			UID:       types.UID(m.Labels[wellknown.HostUIDLabel]),
 		},
 		Status: *m.Status.DeepCopy(),
@@ -430,7 +431,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	}
 	out := make([]*corev1.Pod, 0, len(members))
 	for _, m := range members {
-		ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+		ns, name := hostKeyOf(m)
 		host, err := p.hostPods.Pods(ns).Get(name)
 		if err != nil || string(host.UID) != m.Labels[wellknown.HostUIDLabel] {
 			out = append(out, orphanView(m))

@@ -172,7 +172,8 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 //     the dependency index.
 //
 // Everything else (mounts, probes, commands, security contexts, scheduling
-// terms, plain env values) is dropped.
+// terms, plain env values) is dropped, and so is its host pod's name when
+// it is its own (dropOwnHostName).
 func MemberPodTransform(installation string) cache.TransformFunc {
 	return MemberPodsTransform(installation, nil)
 }
@@ -213,6 +214,7 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 			trimForeign(pod)
 			return pod, nil
 		}
+		dropOwnHostName(pod)
 		// An adopted pod's cached version is trimmed as another owner's.
 		prev := cachedPod(cached, pod)
 		if prev != nil && !ours(prev) {
@@ -221,6 +223,31 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 		sharePrev(pod, prev, trimMemberSpec, wellknown.HostUIDLabel, wellknown.HostNameAnnotation)
 		return pod, nil
 	}
+}
+
+// dropOwnHostName leaves out of a forwarded member pod's annotations its
+// host pod's name when it is the member pod's own, as it is unless the pod
+// was adopted: then the annotations are those of the workload's other
+// replicas (its labels still carry the host UID), and one map serves them
+// all. hostKeyOf reads the name back.
+func dropOwnHostName(pod *corev1.Pod) {
+	if n, ok := pod.Annotations[wellknown.HostNameAnnotation]; ok && n == pod.Name {
+		delete(pod.Annotations, wellknown.HostNameAnnotation)
+	}
+}
+
+// hostKeyOf is the namespace and name of the host pod that m, a member
+// pod, stands for, from its annotations (see dropOwnHostName); empty for a
+// member pod that names no host namespace.
+func hostKeyOf(m *corev1.Pod) (namespace, name string) {
+	namespace = m.Annotations[wellknown.HostNamespaceAnnotation]
+	if namespace == "" {
+		return "", ""
+	}
+	if n, ok := m.Annotations[wellknown.HostNameAnnotation]; ok {
+		return namespace, n
+	}
+	return namespace, m.Name
 }
 
 // trimMemberSpec is what MemberPodTransform does to the spec of a pod the

@@ -102,8 +102,22 @@ func TestMemberPodTransform(t *testing.T) {
 	if d := cmp.Diff(HostView(host, member, target), HostView(host, cached, target)); d != "" {
 		t.Errorf("HostView (-pod +cached):\n%s", d)
 	}
-	if d := cmp.Diff(member.ObjectMeta, cached.ObjectMeta, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "ManagedFields" }, cmp.Ignore())); d != "" {
+	// The host pod's name is left out when it is the member pod's own
+	// (dropOwnHostName), and read back by hostKeyOf.
+	if ns, name := hostKeyOf(cached); ns != host.Namespace || name != host.Name {
+		t.Errorf("host pod of the cached member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
+	}
+	wantMeta := member.ObjectMeta.DeepCopy()
+	delete(wantMeta.Annotations, wellknown.HostNameAnnotation)
+	if d := cmp.Diff(*wantMeta, cached.ObjectMeta, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "ManagedFields" }, cmp.Ignore())); d != "" {
 		t.Errorf("metadata (-pod +cached):\n%s", d)
+	}
+	// An adopted member pod, named otherwise than its host pod, keeps
+	// the name.
+	adopted := member.DeepCopy()
+	adopted.Name = "legacy-web-0"
+	if ns, name := hostKeyOf(transformed(t, transform, adopted)); ns != host.Namespace || name != host.Name {
+		t.Errorf("host pod of an adopted member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
 	}
 	if d := cmp.Diff(member.Status, cached.Status); d != "" {
 		t.Errorf("status (-pod +cached):\n%s", d)

@@ -285,11 +285,8 @@ func unsampledPod(member *corev1.Pod) (podSample, bool) {
 
 // hostIdentity is the host pod a member pod stands for.
 func hostIdentity(member *corev1.Pod) (podSample, bool) {
-	p := podSample{
-		namespace: member.Annotations[wellknown.HostNamespaceAnnotation],
-		name:      member.Annotations[wellknown.HostNameAnnotation],
-		uid:       types.UID(member.Labels[wellknown.HostUIDLabel]),
-	}
+	ns, name := hostKeyOf(member)
+	p := podSample{namespace: ns, name: name, uid: types.UID(member.Labels[wellknown.HostUIDLabel])}
 	if p.namespace == "" || p.name == "" || p.uid == "" {
 		return podSample{}, false
 	}

@@ -21,7 +21,7 @@ func (p *Provider) memberPodChanged(obj any) {
 	if !ok {
 		return
 	}
-	ns, name := m.Annotations[wellknown.HostNamespaceAnnotation], m.Annotations[wellknown.HostNameAnnotation]
+	ns, name := hostKeyOf(m)
 	if ns == "" || name == "" {
 		return
 	}
