@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -306,7 +307,7 @@ func runningConditions(now metav1.Time) []corev1.PodCondition {
 
 // cachedPodsWire is n forwarded pods as a watch delivers them: the host
 // pods, then the member pods, encoded.
-func cachedPodsWire(b *testing.B, n int) [2][][]byte {
+func cachedPodsWire(b testing.TB, n int) [2][][]byte {
 	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 	var wire [2][][]byte
 	for i := range n {
@@ -330,12 +331,30 @@ func BenchmarkCachedPodBytes(b *testing.B) {
 	wire := cachedPodsWire(b, 2000)
 	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
 	memberT := MemberPodTransform("host-1")
-	var host, member float64
+	var host, member, both float64
 	for b.Loop() {
 		host, member = heldDecoded(b, wire[0], hostT), heldDecoded(b, wire[1], memberT)
+		// Both sides of each pod, member first as a burst brings them,
+		// with no container statuses of another run to share.
+		containerStatuses.reset()
+		decoded := 0
+		both = heldDecoded(b, slices.Concat(wire[1], wire[0]), func(obj any) (any, error) {
+			if decoded++; decoded <= len(wire[1]) {
+				return memberT(obj)
+			}
+			return hostT(obj)
+		}) * 2
 	}
 	b.ReportMetric(host, "host-B/pod")
 	b.ReportMetric(member, "member-B/pod")
+	b.ReportMetric(both, "both-B/pod")
+}
+
+// reset empties the table.
+func (t *table[V]) reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m = nil
 }
 
 // heldDecoded reports the heap bytes that each object decoded from wire
@@ -443,6 +462,15 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	same("managed-by label", c.Labels[wellknown.ManagedByLabel], d.Labels[wellknown.ManagedByLabel])
 	if c.Labels[wellknown.HostUIDLabel] == d.Labels[wellknown.HostUIDLabel] {
 		t.Error("two member pods have one host UID")
+	}
+	// A host pod's container statuses are its member pod's: one array.
+	if &a.Status.ContainerStatuses[0] != &c.Status.ContainerStatuses[0] {
+		t.Error("a host pod and its member pod keep their equal container statuses twice")
+	}
+	restarted := m1.DeepCopy()
+	restarted.Status.ContainerStatuses[0].RestartCount = 1
+	if r, _ := decode(restarted, memberT); &r.Status.ContainerStatuses[0] == &a.Status.ContainerStatuses[0] || r.Status.ContainerStatuses[0].RestartCount != 1 {
+		t.Error("a member pod's changed container statuses are its host pod's earlier ones")
 	}
 	// Their host pods' names are their own: one annotation map serves both.
 	if reflect.ValueOf(c.Annotations).UnsafePointer() != reflect.ValueOf(d.Annotations).UnsafePointer() {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/binary"
+	"hash/maphash"
 	"maps"
 	"reflect"
 	"slices"
@@ -108,11 +109,15 @@ var (
 	ownerRefs     = table[[]metav1.OwnerReference]{limit: 4096}
 	tolerations   = table[[]corev1.Toleration]{limit: 1024}
 	conditions    = table[[]corev1.PodCondition]{limit: 1024}
-	containers    = table[[]corev1.Container]{limit: 1024}
-	projections   = table[*corev1.ProjectedVolumeSource]{limit: 1024}
-	secretVols    = table[*corev1.SecretVolumeSource]{limit: 1024}
-	configVols    = table[*corev1.ConfigMapVolumeSource]{limit: 1024}
-	podSecurity   = table[*corev1.PodSecurityContext]{limit: 1024}
+	// One per pod's version, kept until its other side's version comes:
+	// a member pod's status, until flotilla-node writes it to the host
+	// pod and the host pod cache gets it back.
+	containerStatuses = table[[]corev1.ContainerStatus]{limit: 2048}
+	containers        = table[[]corev1.Container]{limit: 1024}
+	projections       = table[*corev1.ProjectedVolumeSource]{limit: 1024}
+	secretVols        = table[*corev1.SecretVolumeSource]{limit: 1024}
+	configVols        = table[*corev1.ConfigMapVolumeSource]{limit: 1024}
+	podSecurity       = table[*corev1.PodSecurityContext]{limit: 1024}
 )
 
 // marshaler is a generated API type, which encodes itself to protobuf:
@@ -167,6 +172,42 @@ func internElems[E any, P interface {
 		return l
 	}
 	return t.internKey(key, slices.Clip(l))
+}
+
+// statusSeed is the seed of the container statuses' table keys.
+var statusSeed = maphash.MakeSeed()
+
+// internStatuses returns the container statuses kept equal to cs, keeping
+// cs if there are none. Their key is a hash of their encoding, not the
+// encoding, which would cost as much as the statuses it saves: a kept
+// value is shared only if it is equal, and replaced otherwise.
+func internStatuses(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	enc, ok := (*bp)[:0], true
+	for i := range cs {
+		if enc, ok = appendEncoding(enc, &cs[i]); !ok {
+			break
+		}
+	}
+	*bp = enc
+	if !ok {
+		return cs
+	}
+	var key [8]byte
+	binary.LittleEndian.PutUint64(key[:], maphash.Bytes(statusSeed, enc))
+	t := &containerStatuses
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.m[string(key[:])]; ok && reflect.DeepEqual(kept, cs) {
+		return kept
+	}
+	if t.m == nil || len(t.m) >= t.limit {
+		t.m = map[string][]corev1.ContainerStatus{}
+	}
+	cs = slices.Clip(cs)
+	t.m[string(key[:])] = cs
+	return cs
 }
 
 // str interns a string field.
@@ -328,7 +369,11 @@ func internStatus(s *corev1.PodStatus) {
 		}
 		s.Conditions = conditions.intern(string(b), slices.Clip(s.Conditions))
 	}
-	for _, cs := range [][]corev1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+	for _, p := range []*[]corev1.ContainerStatus{&s.InitContainerStatuses, &s.ContainerStatuses, &s.EphemeralContainerStatuses} {
+		cs := *p
+		if len(cs) == 0 {
+			continue
+		}
 		for i := range cs {
 			c := &cs[i]
 			str(&c.Name)
@@ -341,5 +386,8 @@ func internStatus(s *corev1.PodStatus) {
 				str(&t.Reason)
 			}
 		}
+		// A host pod's container statuses are its member pod's, as
+		// flotilla-node wrote them (HostStatus): the two caches share them.
+		*p = internStatuses(cs)
 	}
 }
