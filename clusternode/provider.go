@@ -303,8 +303,11 @@ func (p *Provider) checkHealth(ctx context.Context) bool {
 	if err != nil {
 		p.failures++
 		p.lastError = err.Error()
-		log.G(ctx).WithError(err).WithField("failures", p.failures).Warn("member health check failed")
+		logFailure(ctx, err, message, p.failures, p.cfg.FailureThreshold, "member health check failed")
 	} else {
+		if !reachable {
+			log.G(ctx).Info("the member answers its health checks again")
+		}
 		p.failures = 0
 		p.lastError = ""
 	}
@@ -312,6 +315,25 @@ func (p *Provider) checkHealth(ctx context.Context) bool {
 		return true
 	}
 	return !reachable && message != p.lastError
+}
+
+// logFailure logs the n-th failure in a row of a check whose failures the
+// virtual node shows after threshold of them. The failure that makes the
+// node show it is a warning. The ones before are information: one answer
+// slowed by a burst is no fault, and the next check may pass. The ones
+// after are information when their error differs from the last one
+// (previous), and debug otherwise: the node's condition carries the
+// latest.
+func logFailure(ctx context.Context, err error, previous string, n, threshold int, msg string) {
+	e := log.G(ctx).WithError(err).WithField("failures", n)
+	switch {
+	case n == threshold:
+		e.Warn(msg)
+	case n < threshold || err.Error() != previous:
+		e.Info(msg)
+	default:
+		e.Debug(msg)
+	}
 }
 
 // probeKubeletAPI probes the kubelet endpoint once and reports whether that
@@ -331,7 +353,7 @@ func (p *Provider) probeKubeletAPI(ctx context.Context) bool {
 	if err != nil {
 		p.apiFailures++
 		p.apiError = err.Error()
-		log.G(ctx).WithError(err).WithField("failures", p.apiFailures).Warn("the host apiserver cannot reach the kubelet endpoint")
+		logFailure(ctx, err, message, p.apiFailures, p.cfg.FailureThreshold, "the host apiserver cannot reach the kubelet endpoint")
 	} else {
 		if !ok {
 			log.G(ctx).Info("the host apiserver reaches the kubelet endpoint again")
