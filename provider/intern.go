@@ -109,9 +109,10 @@ var (
 	ownerRefs     = table[[]metav1.OwnerReference]{limit: 4096}
 	tolerations   = table[[]corev1.Toleration]{limit: 1024}
 	conditions    = table[[]corev1.PodCondition]{limit: 1024}
-	// One per pod's version, kept until its other side's version comes:
-	// a member pod's status, until flotilla-node writes it to the host
-	// pod and the host pod cache gets it back.
+	// One per version of a pod's container statuses: the member pod's,
+	// for the host pod's version that flotilla-node writes from them to
+	// find. Entries outlive their pods until the table starts afresh: at
+	// most 2,048 of them, under a megabyte.
 	containerStatuses = table[[]corev1.ContainerStatus]{limit: 2048}
 	containers        = table[[]corev1.Container]{limit: 1024}
 	projections       = table[*corev1.ProjectedVolumeSource]{limit: 1024}
