@@ -71,9 +71,16 @@ func (t *table[V]) intern(key string, v V) V {
 
 // internKey is intern of a key in a buffer, copied only when kept.
 func (t *table[V]) internKey(key []byte, v V) V {
+	return t.internChecked(key, v, nil)
+}
+
+// internChecked is internKey of a key that may stand for more than one
+// value (a digest): a kept value is returned only if equal says it is
+// v's equal, and v replaces it otherwise. A nil equal trusts the key.
+func (t *table[V]) internChecked(key []byte, v V, equal func(kept, v V) bool) V {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if kept, ok := t.m[string(key)]; ok {
+	if kept, ok := t.m[string(key)]; ok && (equal == nil || equal(kept, v)) {
 		return kept
 	}
 	if t.m == nil || len(t.m) >= t.limit {
@@ -162,17 +169,26 @@ func internElems[E any, P interface {
 }](t *table[[]E], l []E) []E {
 	bp := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(bp)
-	key, ok := (*bp)[:0], true
-	for i := range l {
-		if key, ok = appendEncoding(key, P(&l[i])); !ok {
-			break
-		}
-	}
+	key, ok := appendElems[E, P]((*bp)[:0], l)
 	*bp = key
 	if !ok {
 		return l
 	}
 	return t.internKey(key, slices.Clip(l))
+}
+
+// appendElems appends the encodings of l's elements to key.
+func appendElems[E any, P interface {
+	*E
+	marshaler
+}](key []byte, l []E) ([]byte, bool) {
+	ok := true
+	for i := range l {
+		if key, ok = appendEncoding(key, P(&l[i])); !ok {
+			break
+		}
+	}
+	return key, ok
 }
 
 // statusSeed is the seed of the container statuses' table keys.
@@ -185,31 +201,17 @@ var statusSeed = maphash.MakeSeed()
 func internStatuses(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
 	bp := keyBufs.Get().(*[]byte)
 	defer keyBufs.Put(bp)
-	enc, ok := (*bp)[:0], true
-	for i := range cs {
-		if enc, ok = appendEncoding(enc, &cs[i]); !ok {
-			break
-		}
-	}
+	enc, ok := appendElems((*bp)[:0], cs)
 	*bp = enc
 	if !ok {
 		return cs
 	}
 	var key [8]byte
 	binary.LittleEndian.PutUint64(key[:], maphash.Bytes(statusSeed, enc))
-	t := &containerStatuses
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if kept, ok := t.m[string(key[:])]; ok && reflect.DeepEqual(kept, cs) {
-		return kept
-	}
-	if t.m == nil || len(t.m) >= t.limit {
-		t.m = map[string][]corev1.ContainerStatus{}
-	}
-	cs = slices.Clip(cs)
-	t.m[string(key[:])] = cs
-	return cs
+	return containerStatuses.internChecked(key[:], slices.Clip(cs), equalStatuses)
 }
+
+func equalStatuses(a, b []corev1.ContainerStatus) bool { return reflect.DeepEqual(a, b) }
 
 // str interns a string field.
 func str[S ~string](p *S) {
