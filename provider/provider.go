@@ -346,9 +346,19 @@ func runSynced(ctx context.Context, q workqueue.TypedRateLimitingInterface[strin
 // it waits for is expected to come.
 var errRequeue = errors.New("not yet")
 
+// warnAfter is how many times in a row a key's work fails before the
+// worker loop logs the failure as a warning: about five seconds of the
+// queues' backoff (5 ms, doubling). The failures before it are
+// information: a write that times out in a burst, or meets a member
+// apiserver restarting, goes through on a later try, and an operator
+// reads a warning as a fault.
+const warnAfter = 10
+
 // runQueue is flotilla-node's one worker loop: it works q with work, on
 // workers goroutines, until q shuts down. A key whose work fails is tried
-// again with the queue's backoff.
+// again with the queue's backoff; its failures are logged as information
+// until warnAfter of them in a row, and as warnings from then on, at the
+// backoff's falling rate.
 func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, work func(context.Context, string) error) {
 	var wg sync.WaitGroup
 	for range max(workers, 1) {
@@ -364,7 +374,12 @@ func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string
 				case errors.Is(err, errRequeue):
 					q.AddRateLimited(key)
 				default:
-					log.G(ctx).WithError(err).WithField("key", key).Warn("sync failed, will retry")
+					e := log.G(ctx).WithError(err).WithField("key", key)
+					if n := q.NumRequeues(key) + 1; n >= warnAfter {
+						e.WithField("failures", n).Warn("sync failed, will retry")
+					} else {
+						e.Info("sync failed, will retry")
+					}
 					q.AddRateLimited(key)
 				}
 				q.Done(key)
