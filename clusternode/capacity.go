@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flotilla.io/flotilla/fit"
@@ -41,8 +42,9 @@ func Allocatable(nodes []*corev1.Node, pods []*corev1.Pod, selector labels.Selec
 
 // ownerKey names the virtual node that forwarded a member pod, as
 // wellknown.Owner.Owns tells it: the group of a member's fit.Usage.
-func ownerKey(p *corev1.Pod) string {
-	return keyOf(wellknown.Owner{Cluster: p.Labels[wellknown.ClusterLabel], Installation: p.Labels[wellknown.InstallationLabel]})
+func ownerKey(o metav1.Object) string {
+	l := o.GetLabels()
+	return keyOf(wellknown.Owner{Cluster: l[wellknown.ClusterLabel], Installation: l[wellknown.InstallationLabel]})
 }
 
 // keyOf is ownerKey of the pods o owns.

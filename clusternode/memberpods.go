@@ -3,11 +3,11 @@ package clusternode
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/memberpod"
 )
 
 // MemberPods follows the pods of one member for the virtual nodes that
@@ -34,9 +34,7 @@ func NewMemberPods(informers *kube.Factory) (*MemberPods, error) {
 func (m *MemberPods) handler() cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
-			if p, ok := obj.(*corev1.Pod); ok {
-				m.usage.Set(p)
-			}
+			m.set(obj)
 			for _, h := range m.handlers() {
 				h.OnAdd(obj, initial)
 			}
@@ -44,26 +42,31 @@ func (m *MemberPods) handler() cache.ResourceEventHandler {
 		UpdateFunc: func(old, cur any) {
 			// After a relist, a pod deleted and made again under its
 			// name (a StatefulSet's) comes as an update of the old one.
-			if o, ok := old.(*corev1.Pod); ok {
-				if p, ok := cur.(*corev1.Pod); !ok || p.UID != o.UID {
+			if o, ok := memberpod.Of(old); ok {
+				if p, ok := memberpod.Of(cur); !ok || p.UID != o.UID {
 					m.usage.Delete(o.UID)
 				}
 			}
-			if p, ok := cur.(*corev1.Pod); ok {
-				m.usage.Set(p)
-			}
+			m.set(cur)
 			for _, h := range m.handlers() {
 				h.OnUpdate(old, cur)
 			}
 		},
 		DeleteFunc: func(obj any) {
-			if p, ok := objectOf(obj).(*corev1.Pod); ok {
+			if p, ok := memberpod.Of(obj); ok {
 				m.usage.Delete(p.UID)
 			}
 			for _, h := range m.handlers() {
 				h.OnDelete(obj)
 			}
 		},
+	}
+}
+
+// set counts obj, a member pod, as it is now.
+func (m *MemberPods) set(obj any) {
+	if p, ok := memberpod.Of(obj); ok {
+		m.usage.SetOf(&p.ObjectMeta, p.Spec, p.Status.Phase)
 	}
 }
 

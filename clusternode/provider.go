@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/internal/kube"
-	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/memberpod"
 )
 
 var _ node.NodeProvider = (*Provider)(nil)
@@ -158,7 +158,7 @@ func (p *Provider) nodeMatters(obj any) bool {
 // scheduler counts those), from the sum. A pod whose node is not known yet
 // is counted when the node's own event comes.
 func (p *Provider) podMatters(obj any) bool {
-	pod, ok := objectOf(obj).(*corev1.Pod)
+	pod, ok := memberpod.Of(obj)
 	if !ok || pod.Spec.NodeName == "" {
 		return false
 	}
@@ -173,12 +173,12 @@ func (p *Provider) podUpdateMatters(old, cur any) bool {
 	if !p.podMatters(old) && !p.podMatters(cur) {
 		return false
 	}
-	o, ok1 := objectOf(old).(*corev1.Pod)
-	c, ok2 := objectOf(cur).(*corev1.Pod)
+	o, ok1 := memberpod.Of(old)
+	c, ok2 := memberpod.Of(cur)
 	if !ok1 || !ok2 || !p.cfg.Node.Owner().Owns(c) {
 		return true
 	}
-	return o.Spec.NodeName != c.Spec.NodeName || podstate.Terminal(o) != podstate.Terminal(c)
+	return o.Spec.NodeName != c.Spec.NodeName || o.Terminal() != c.Terminal()
 }
 
 func objectOf(obj any) any {

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -40,7 +41,7 @@ func useOf(p *corev1.Pod) Use {
 //
 // It is safe for concurrent use.
 type Usage struct {
-	group func(*corev1.Pod) string
+	group func(metav1.Object) string
 
 	mu    sync.Mutex
 	pods  map[types.UID]podUse
@@ -72,52 +73,67 @@ type nodeUse struct {
 
 // NewUsage returns an empty Usage; group, when not nil, names the group of
 // a pod.
-func NewUsage(group func(*corev1.Pod) string) *Usage {
+func NewUsage(group func(metav1.Object) string) *Usage {
 	return &Usage{group: group, pods: map[types.UID]podUse{}, nodes: map[string]*nodeUse{}, shared: map[string]*sharedUse{}}
 }
 
 // UsageOf returns the usage of pods, a list of distinct pods.
-func UsageOf(pods []*corev1.Pod, group func(*corev1.Pod) string) *Usage {
+func UsageOf(pods []*corev1.Pod, group func(metav1.Object) string) *Usage {
 	u := NewUsage(group)
 	for _, p := range pods {
-		if counts(p) {
+		if counts(&p.Spec, p.Status.Phase) {
 			u.add(p.Spec.NodeName, u.groupOf(p), useOf(p), 1)
 		}
 	}
 	return u
 }
 
-func counts(p *corev1.Pod) bool {
-	return p.Spec.NodeName != "" && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+func counts(spec *corev1.PodSpec, phase corev1.PodPhase) bool {
+	return spec.NodeName != "" && phase != corev1.PodSucceeded && phase != corev1.PodFailed
 }
 
-func (u *Usage) groupOf(p *corev1.Pod) string {
+func (u *Usage) groupOf(o metav1.Object) string {
 	if u.group == nil {
 		return ""
 	}
-	return u.group(p)
+	return u.group(o)
 }
 
 // Set records p as it is now, in place of what was recorded of it.
 func (u *Usage) Set(p *corev1.Pod) {
-	if !counts(p) {
-		u.Delete(p.UID)
+	u.set(&p.ObjectMeta, &p.Spec, p.Status.Phase, p)
+}
+
+// SetOf is Set of a pod given as its metadata, its spec (what PodRequests
+// reads of it, and its node) and its phase: as a cache that keeps less of
+// a pod than a corev1.Pod holds it.
+func (u *Usage) SetOf(meta *metav1.ObjectMeta, spec *corev1.PodSpec, phase corev1.PodPhase) {
+	u.set(meta, spec, phase, nil)
+}
+
+// set is Set of the pod p, or, when p is nil, of the one made of the rest.
+func (u *Usage) set(meta *metav1.ObjectMeta, spec *corev1.PodSpec, phase corev1.PodPhase, p *corev1.Pod) {
+	if !counts(spec, phase) {
+		u.Delete(meta.UID)
 		return
 	}
-	group := u.groupOf(p)
+	group := u.groupOf(meta)
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	old, ok := u.pods[p.UID]
-	if ok && old.node == p.Spec.NodeName && old.group == group && old.generation != 0 && old.generation == p.Generation {
+	old, ok := u.pods[meta.UID]
+	if ok && old.node == spec.NodeName && old.group == group && old.generation != 0 && old.generation == meta.Generation {
 		return
+	}
+	if p == nil {
+		p = &corev1.Pod{ObjectMeta: *meta, Spec: *spec, Status: corev1.PodStatus{Phase: phase}}
 	}
 	s := u.share(useOf(p))
 	if ok {
 		u.add(old.node, old.group, old.use.use, -1)
 		u.release(old.use)
 	}
-	u.pods[p.UID] = podUse{node: p.Spec.NodeName, group: group, generation: p.Generation, use: s}
-	u.add(p.Spec.NodeName, group, s.use, 1)
+	u.pods[meta.UID] = podUse{node: spec.NodeName, group: group, generation: meta.Generation, use: s}
+	u.add(spec.NodeName, group, s.use, 1)
 }
 
 // Delete forgets the pod with uid.

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,7 +17,7 @@ func versioned(p *corev1.Pod, uid string, generation int64) *corev1.Pod {
 	return p
 }
 
-func byGroupLabel(p *corev1.Pod) string { return p.Labels["group"] }
+func byGroupLabel(o metav1.Object) string { return o.GetLabels()["group"] }
 
 // TestUsageFollowsPods: after any sequence of pods coming, moving,
 // finishing, changing group and going, what a Usage holds is what counting

@@ -127,7 +127,7 @@ func TestReleaseMarkOnTheMemberPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.eventually("the provider's cache shows the mark", func() bool {
-		c, err := w.p.memberPods.Pods(testNamespace).Get("web")
+		c, err := w.p.memberPods.Get(testNamespace, "web")
 		return err == nil && c.Annotations[wellknown.ReleaseAnnotation] == "true"
 	})
 	if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}); err != nil {

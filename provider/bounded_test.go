@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/memberpod"
 )
 
 // Memory stays bounded: what the provider keeps per pod goes with the pod.
@@ -42,7 +44,7 @@ func TestSeenForgetsGonePods(t *testing.T) {
 		switch i % 3 {
 		case 0: // force-deleted in the host; virtual-kubelet deletes the member pod
 			must(t, w.hostPodIndexer.Delete(host))
-			must(t, w.p.DeletePod(ctx, orphanView(member)))
+			must(t, w.p.DeletePod(ctx, orphanView(memberpod.New(member))))
 			must(t, w.memberPodIndexer.Delete(member))
 			must(t, w.p.syncStatus(ctx, key))
 		case 1: // deleted gracefully

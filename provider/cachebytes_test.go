@@ -2,6 +2,7 @@ package provider
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -388,7 +390,9 @@ func heldDecoded(b *testing.B, wire [][]byte, t cache.TransformFunc) float64 {
 // decoded; what is a pod's own (a member pod's host UID) stays its own.
 func TestTransformsShareWhatPodsShare(t *testing.T) {
 	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	decode := func(p *corev1.Pod, transform cache.TransformFunc) (*corev1.Pod, *corev1.Pod) {
+	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
+	memberT := MemberPodTransform("host-1")
+	decodeAny := func(p *corev1.Pod, transform cache.TransformFunc) (any, *corev1.Pod) {
 		t.Helper()
 		p.APIVersion, p.Kind = "v1", "Pod"
 		data, err := kruntime.Encode(codec, p)
@@ -404,10 +408,18 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return got, want
+	}
+	decode := func(p *corev1.Pod, transform cache.TransformFunc) (*corev1.Pod, *corev1.Pod) {
+		t.Helper()
+		got, want := decodeAny(p, transform)
 		return got.(*corev1.Pod), want
 	}
-	hostT := HostPodsTransform([]string{"beijing"}, func() cache.Store { return nil })
-	memberT := MemberPodTransform("host-1")
+	decodeMember := func(p *corev1.Pod) (*memberpod.Pod, *corev1.Pod) {
+		t.Helper()
+		got, want := decodeAny(p, memberT)
+		return got.(*memberpod.Pod), want
+	}
 	h1, m1 := cachedPods(1)
 	h2, m2 := cachedPods(2)
 	a, wantA := decode(h1, hostT)
@@ -451,16 +463,22 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 		t.Error("appending to a pod's tolerations writes into the shared array")
 	}
 
-	c, wantC := decode(m1, memberT)
-	d, _ := decode(m2, memberT)
-	if d := cmp.Diff(wantC.Labels, c.Labels); d != "" {
-		t.Errorf("member pod labels (-want +got):\n%s", d)
+	c, wantC := decodeMember(m1)
+	d, _ := decodeMember(m2)
+	// The host UID is a field, and the rest of the labels are shared.
+	wantLabels := maps.Clone(wantC.Labels)
+	delete(wantLabels, wellknown.HostUIDLabel)
+	if d := cmp.Diff(wantLabels, c.Labels); d != "" || string(c.HostUID) != wantC.Labels[wellknown.HostUIDLabel] {
+		t.Errorf("member pod labels (-want +got), host UID %q:\n%s", c.HostUID, d)
+	}
+	if reflect.ValueOf(c.Labels).UnsafePointer() != reflect.ValueOf(d.Labels).UnsafePointer() {
+		t.Error("two member replicas' labels are two maps")
 	}
 	if d := cmp.Diff(wantC.Status, c.Status); d != "" {
 		t.Errorf("member pod status (-want +got):\n%s", d)
 	}
 	same("managed-by label", c.Labels[wellknown.ManagedByLabel], d.Labels[wellknown.ManagedByLabel])
-	if c.Labels[wellknown.HostUIDLabel] == d.Labels[wellknown.HostUIDLabel] {
+	if c.HostUID == d.HostUID {
 		t.Error("two member pods have one host UID")
 	}
 	// A host pod's container statuses are its member pod's: one array.
@@ -469,7 +487,7 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	}
 	restarted := m1.DeepCopy()
 	restarted.Status.ContainerStatuses[0].RestartCount = 1
-	if r, _ := decode(restarted, memberT); &r.Status.ContainerStatuses[0] == &a.Status.ContainerStatuses[0] || r.Status.ContainerStatuses[0].RestartCount != 1 {
+	if r, _ := decodeMember(restarted); &r.Status.ContainerStatuses[0] == &a.Status.ContainerStatuses[0] || r.Status.ContainerStatuses[0].RestartCount != 1 {
 		t.Error("a member pod's changed container statuses are its host pod's earlier ones")
 	}
 	// Their host pods' names are their own: one annotation map serves both.

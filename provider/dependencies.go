@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -189,14 +190,14 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 		FilterFunc: e.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
-				o, ok1 := old.(*corev1.Pod)
-				c, ok2 := cur.(*corev1.Pod)
-				if ok1 && ok2 && !podstate.Terminal(o) && podstate.Terminal(c) {
+				o, ok1 := memberpod.Of(old)
+				c, ok2 := memberpod.Of(cur)
+				if ok1 && ok2 && !o.Terminal() && c.Terminal() {
 					d.enqueuePodDependencies(c)
 				}
 			},
 			DeleteFunc: func(obj any) {
-				if pod, ok := objectOf(obj).(*corev1.Pod); ok {
+				if pod, ok := memberpod.Of(obj); ok {
 					d.enqueuePodDependencies(pod)
 				}
 			},
@@ -254,23 +255,24 @@ func ownCopy[T metav1.Object](e *env, kind, name string) func(T, error) (T, erro
 
 func dependencyKey(kind, hostNS, name string) string { return kind + "/" + hostNS + "/" + name }
 
-// usedKeys are the index keys of the objects pod uses, in its namespace.
-func usedKeys(pod *corev1.Pod) []string {
-	deps := podDependencies(&pod.Spec, nil)
+// usedKeys are the index keys of the objects a pod of namespace with spec
+// uses.
+func usedKeys(namespace string, spec *corev1.PodSpec) []string {
+	deps := podDependencies(spec, nil)
 	out := make([]string, 0, len(deps))
 	for _, dep := range deps {
-		out = append(out, pod.Namespace+"/"+dep.kind+"/"+dep.name)
+		out = append(out, namespace+"/"+dep.kind+"/"+dep.name)
 	}
 	return out
 }
 
 // indexMemberPod indexes a live member pod of this node by the objects it uses.
 func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || !d.env.ours(pod) || podstate.Terminal(pod) {
+	pod, ok := memberpod.Of(obj)
+	if !ok || !d.env.ours(pod) || pod.Terminal() {
 		return nil, nil
 	}
-	return usedKeys(pod), nil
+	return usedKeys(pod.Namespace, pod.Spec), nil
 }
 
 // indexHostPod indexes a live host pod bound to this node by the objects it
@@ -281,15 +283,15 @@ func (d *dependencies) indexHostPod(obj any) ([]string, error) {
 	if !ok || pod.Spec.NodeName != d.env.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
 		return nil, nil
 	}
-	return usedKeys(pod), nil
+	return usedKeys(pod.Namespace, &pod.Spec), nil
 }
 
-func (d *dependencies) enqueuePodDependencies(pod *corev1.Pod) {
+func (d *dependencies) enqueuePodDependencies(pod *memberpod.Pod) {
 	hostNS := pod.Annotations[wellknown.HostNamespaceAnnotation]
 	if hostNS == "" {
 		return
 	}
-	for _, dep := range podDependencies(&pod.Spec, nil) {
+	for _, dep := range podDependencies(pod.Spec, nil) {
 		d.queue.Add(dependencyKey(dep.kind, hostNS, dep.name))
 	}
 }
@@ -386,7 +388,7 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 				continue
 			}
 			found[pod.UID] = true
-			if m, err := d.env.memberPods.Pods(memberNS).Get(pod.Name); err == nil && d.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+			if m, err := d.env.memberPods.Get(memberNS, pod.Name); err == nil && d.env.ours(m) && m.HostUID == pod.UID {
 				continue // its member pod is counted on the member side
 			}
 			if slices.ContainsFunc(d.hostPodDependencies(pod), func(x dependency) bool { return x.objectRef == ref }) {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/kube"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // eventMirror reflects the events of forwarded member pods (pulled, started,
@@ -214,7 +213,7 @@ func (m *eventMirror) forget(obj any) {
 // none, retry says whether a cache may not show the pods yet: the member pod
 // is missing, or it is this node's and its host pod is missing.
 func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
-	member, err := m.env.memberPods.Pods(ref.Namespace).Get(ref.Name)
+	member, err := m.env.memberPods.Get(ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, true
 	}
@@ -226,7 +225,7 @@ func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 	if err != nil {
 		return nil, true
 	}
-	if string(host.UID) != member.Labels[wellknown.HostUIDLabel] {
+	if host.UID != member.HostUID {
 		return nil, false
 	}
 	return host, false

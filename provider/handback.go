@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -34,7 +35,7 @@ type handBack struct {
 
 // unschedulable reports since when the member's scheduler has been
 // unable to place m, and its answer.
-func unschedulable(m *corev1.Pod) (time.Time, string, bool) {
+func unschedulable(m *memberpod.Pod) (time.Time, string, bool) {
 	if m.Spec.NodeName != "" || m.DeletionTimestamp != nil {
 		return time.Time{}, "", false
 	}
@@ -52,7 +53,7 @@ func unschedulable(m *corev1.Pod) (time.Time, string, bool) {
 // gone, never before: a StatefulSet's pod never has two copies). Before
 // then it checks again when the wait is over. A pod without a controller
 // is left where it is, with an Event saying why it waits.
-func (p *Provider) handBackIfStuck(ctx context.Context, key string, host, member *corev1.Pod) (bool, error) {
+func (p *Provider) handBackIfStuck(ctx context.Context, key string, host *corev1.Pod, member *memberpod.Pod) (bool, error) {
 	since, answer, ok := unschedulable(member)
 	if !ok || p.cfg.HandBackAfter <= 0 {
 		p.told.Delete(key)

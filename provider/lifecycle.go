@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -175,14 +176,14 @@ func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t Ta
 
 // release hands a member pod back to its cluster: it loses flotilla's
 // identity, and with it flotilla's care, and keeps running.
-func (p *Provider) release(ctx context.Context, pod, member *corev1.Pod, t Target) error {
+func (p *Provider) release(ctx context.Context, pod *corev1.Pod, memberUID types.UID, t Target) error {
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		if cur.UID != member.UID || !p.ours(cur) {
+		if cur.UID != memberUID || !p.ours(cur) {
 			return nil // already released, or not this one
 		}
 		for _, k := range []string{wellknown.ManagedByLabel, wellknown.ClusterLabel, wellknown.InstallationLabel, wellknown.HostUIDLabel} {
@@ -288,7 +289,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	// and its marks: all that deleting needs.
 	pod, _ = p.whole(pod)
 	t := p.target(pod.Namespace)
-	member, err := p.memberPods.Pods(t.Namespace).Get(pod.Name)
+	member, err := p.memberPods.Get(t.Namespace, pod.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -296,8 +297,8 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	// it: a host pod removed at once reaches DeletePod as virtual-kubelet
 	// last saw it, which may be before the mark.
 	release := pod.Annotations[wellknown.ReleaseAnnotation] == "true" || (member != nil && member.Annotations[wellknown.ReleaseAnnotation] == "true")
-	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) && release && member.DeletionTimestamp == nil {
-		if err := p.release(ctx, pod, member, t); err != nil {
+	if err == nil && p.ours(member) && member.HostUID == pod.UID && release && member.DeletionTimestamp == nil {
+		if err := p.release(ctx, pod, member.UID, t); err != nil {
 			return err
 		}
 		p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, EventReleased, "Released pod %s/%s to cluster %s, where it keeps running", t.Namespace, pod.Name, t.Cluster)
@@ -306,7 +307,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		}
 		return nil
 	}
-	if err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID) {
+	if err == nil && p.ours(member) && member.HostUID == pod.UID {
 		if (member.DeletionTimestamp != nil && !shorterGrace(pod.DeletionGracePeriodSeconds, member.DeletionGracePeriodSeconds)) ||
 			p.deleteAsked(member, pod.DeletionGracePeriodSeconds) {
 			return nil // terminating; syncStatus finishes the host pod once it is gone
@@ -364,8 +365,8 @@ func (p *Provider) PodEventFilter(_ context.Context, pod *corev1.Pod) bool {
 	if pod.DeletionTimestamp == nil || ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
 		return true
 	}
-	member, err := p.memberPods.Pods(p.target(pod.Namespace).Namespace).Get(pod.Name)
-	return err == nil && p.ours(member) && member.Labels[wellknown.HostUIDLabel] == string(pod.UID)
+	member, err := p.memberPods.Get(p.target(pod.Namespace).Namespace, pod.Name)
+	return err == nil && p.ours(member) && member.HostUID == pod.UID
 }
 
 // shorterGrace reports whether grace period a is shorter than b; nil is the
@@ -379,7 +380,7 @@ func shorterGrace(a, b *int64) bool {
 // a NotFound error when this host pod has no member pod.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
 	t := p.target(namespace)
-	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	member, err := p.memberPods.Get(t.Namespace, name)
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
 		return nil, errdefs.NotFoundf("pod %s/%s not found in cluster %s", t.Namespace, name, t.Cluster)
 	}
@@ -393,7 +394,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if err != nil {
 		return nil, err
 	}
-	if member.Labels[wellknown.HostUIDLabel] != string(host.UID) {
+	if member.HostUID != host.UID {
 		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
 	}
 	return vkView(HostView(host, member, t)), nil
@@ -401,13 +402,13 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 
 // orphanView names a member pod whose host pod is gone by its host
 // coordinates, so virtual-kubelet can ask for its deletion.
-func orphanView(m *corev1.Pod) *corev1.Pod {
+func orphanView(m *memberpod.Pod) *corev1.Pod {
 	ns, name := hostKeyOf(m)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: ns,
-			UID:       types.UID(m.Labels[wellknown.HostUIDLabel]),
+			UID:       m.HostUID,
 		},
 		Status: *m.Status.DeepCopy(),
 	}
@@ -433,7 +434,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	for _, m := range members {
 		ns, name := hostKeyOf(m)
 		host, err := p.hostPods.Pods(ns).Get(name)
-		if err != nil || string(host.UID) != m.Labels[wellknown.HostUIDLabel] {
+		if err != nil || host.UID != m.HostUID {
 			out = append(out, orphanView(m))
 			continue
 		}

@@ -13,7 +13,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // Metrics are the forwarding measurements of the virtual nodes of one
@@ -169,8 +168,8 @@ func (p *Provider) HostPodEvents() cache.ResourceEventHandler {
 
 // forwarded reports whether the member cache holds the host pod's member pod.
 func (p *Provider) forwarded(host *corev1.Pod) bool {
-	m, err := p.memberPods.Pods(p.target(host.Namespace).Namespace).Get(host.Name)
-	return err == nil && p.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(host.UID)
+	m, err := p.memberPods.Get(p.target(host.Namespace).Namespace, host.Name)
+	return err == nil && p.ours(m) && m.HostUID == host.UID
 }
 
 // ForwardedPods counts the member pods this virtual node forwarded.

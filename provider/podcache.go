@@ -8,9 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -67,7 +69,17 @@ func shareUnchanged(prev, cur *corev1.Pod) (specShared bool) {
 	if prev.UID != cur.UID {
 		return false
 	}
-	m, pm := &cur.ObjectMeta, &prev.ObjectMeta
+	shareMeta(&cur.ObjectMeta, &prev.ObjectMeta)
+	if sameSpec(prev, cur) {
+		cur.Spec = prev.Spec
+		return true
+	}
+	return false
+}
+
+// shareMeta makes m, the metadata of a new version of the object whose
+// cached version's is pm, share with pm what did not change.
+func shareMeta(m, pm *metav1.ObjectMeta) {
 	m.Namespace, m.Name, m.UID = pm.Namespace, pm.Name, pm.UID
 	if m.GenerateName == pm.GenerateName {
 		m.GenerateName = pm.GenerateName
@@ -87,11 +99,6 @@ func shareUnchanged(prev, cur *corev1.Pod) (specShared bool) {
 	}) {
 		m.OwnerReferences = pm.OwnerReferences
 	}
-	if sameSpec(prev, cur) {
-		cur.Spec = prev.Spec
-		return true
-	}
-	return false
 }
 
 // sameSpec reports whether two versions of a pod have the same spec. The
@@ -154,13 +161,18 @@ func keepIn[T any](xs []T, keep func(*T) bool) []T {
 // MemberPodTransform is the transform of the member pod informer of an
 // installation (of every kind the member factory caches: nodes, see
 // trimMemberNode; Services and claims of another owner keep only their
-// identity, see identityMeta). A member pod of another owner (the member's
-// own workloads, another installation's pods) keeps only what flotilla
-// reads of it (see trimForeign): a member may run thousands of them, and
-// flotilla-node caches every pod of its member. An adoption or a release
-// reads the pod it writes from the apiserver, never from the cache. A pod
-// the installation forwarded keeps, of its spec, only what flotilla reads
-// of it:
+// identity, see identityMeta). It makes every pod a memberpod.Pod: its
+// host UID label a field, so that a workload's pods share their labels,
+// and of its spec only what flotilla reads, shared with the pods that
+// have the same.
+//
+// A member pod of another owner (the member's own workloads, another
+// installation's pods) keeps only what flotilla reads of it (see
+// foreignPod): a member may run thousands of them, and flotilla-node
+// caches every pod of its member. An adoption or a release reads the pod
+// it writes from the apiserver, never from the cache. A pod the
+// installation forwarded keeps its metadata and status and, of its spec
+// (see trimMemberSpec):
 //   - the node it runs on and the requests it holds there (containers'
 //     and init containers' resources and restart policies, the pod's
 //     overhead and resources), for the fit model;
@@ -186,50 +198,83 @@ func MemberPodsTransform(installation string, cached func() cache.Store) cache.T
 	owned := func(l map[string]string) bool {
 		return l[wellknown.InstallationLabel] == installation && l[wellknown.ClusterLabel] != ""
 	}
-	ours := func(pod *corev1.Pod) bool { return owned(pod.Labels) }
 	return func(obj any) (any, error) {
 		obj, _ = StripManagedFields(obj)
 		switch o := obj.(type) {
+		case *corev1.Pod:
+			if !owned(o.Labels) {
+				return foreignPod(o), nil
+			}
+			// An adopted pod's cached version is trimmed as another owner's.
+			prev := cachedMember(cached, o)
+			if prev != nil && !owned(prev.Labels) {
+				prev = nil
+			}
+			return forwardedPod(o, prev), nil
 		case *corev1.Node:
 			trimMemberNode(o)
-			return o, nil
 		// The mirrors read the Services and claims of another owner only to
 		// leave them alone: those keep their identity alone.
 		case *corev1.Service:
 			if !owned(o.Labels) {
 				*o = corev1.Service{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
 			}
-			return o, nil
 		case *corev1.PersistentVolumeClaim:
 			if !owned(o.Labels) {
 				*o = corev1.PersistentVolumeClaim{TypeMeta: o.TypeMeta, ObjectMeta: identityMeta(&o.ObjectMeta)}
 			}
-			return o, nil
 		}
-		pod, ok := obj.(*corev1.Pod)
-		if !ok {
-			return obj, nil
-		}
-		if !ours(pod) {
-			trimForeign(pod)
-			return pod, nil
-		}
-		dropOwnHostName(pod)
-		// An adopted pod's cached version is trimmed as another owner's.
-		prev := cachedPod(cached, pod)
-		if prev != nil && !ours(prev) {
-			prev = nil
-		}
-		sharePrev(pod, prev, trimMemberSpec, wellknown.HostUIDLabel, wellknown.HostNameAnnotation)
-		return pod, nil
+		return obj, nil
 	}
+}
+
+// memberSpecs holds the specs member pods keep, one per workload and node
+// for most (see trimMemberSpec and foreignPod).
+var memberSpecs = table[*corev1.PodSpec]{limit: 4096}
+
+// forwardedPod is what the member pod cache keeps of pod, a pod the
+// installation forwarded (see MemberPodTransform), whose cached version
+// is prev (nil when none is): what did not change is prev's, and what
+// pods share is shared.
+func forwardedPod(pod *corev1.Pod, prev *memberpod.Pod) *memberpod.Pod {
+	dropOwnHostName(pod)
+	uid := takeHostUID(&pod.ObjectMeta)
+	m := &memberpod.Pod{ObjectMeta: pod.ObjectMeta, HostUID: uid, Status: pod.Status}
+	internStatus(&m.Status)
+	if prev != nil && prev.UID != pod.UID {
+		prev = nil
+	}
+	// The same generation on the same node is the same spec (sameSpec).
+	if prev != nil && prev.Generation > 0 && prev.Generation == pod.Generation && prev.Spec.NodeName == pod.Spec.NodeName {
+		m.Spec = prev.Spec
+	} else {
+		trimMemberSpec(&pod.Spec)
+		m.Spec = internShared(&memberSpecs, &pod.Spec)
+	}
+	var pm *metav1.ObjectMeta
+	if prev != nil {
+		shareMeta(&m.ObjectMeta, &prev.ObjectMeta)
+		pm = &prev.ObjectMeta
+	}
+	internMetaAfter(&m.ObjectMeta, pm, wellknown.HostNameAnnotation)
+	return m
+}
+
+// takeHostUID takes the host UID label out of m's labels, which are the
+// object's own (decoded for the cache), and returns its value.
+func takeHostUID(m *metav1.ObjectMeta) types.UID {
+	uid, ok := m.Labels[wellknown.HostUIDLabel]
+	if !ok {
+		return ""
+	}
+	delete(m.Labels, wellknown.HostUIDLabel)
+	return types.UID(uid)
 }
 
 // dropOwnHostName leaves out of a forwarded member pod's annotations its
 // host pod's name when it is the member pod's own, as it is unless the pod
 // was adopted: then the annotations are those of the workload's other
-// replicas (its labels still carry the host UID), and one map serves them
-// all. hostKeyOf reads the name back.
+// replicas, and one map serves them all. hostKeyOf reads the name back.
 func dropOwnHostName(pod *corev1.Pod) {
 	if n, ok := pod.Annotations[wellknown.HostNameAnnotation]; ok && n == pod.Name {
 		delete(pod.Annotations, wellknown.HostNameAnnotation)
@@ -239,7 +284,7 @@ func dropOwnHostName(pod *corev1.Pod) {
 // hostKeyOf is the namespace and name of the host pod that m, a member
 // pod, stands for, from its annotations (see dropOwnHostName); empty for a
 // member pod that names no host namespace.
-func hostKeyOf(m *corev1.Pod) (namespace, name string) {
+func hostKeyOf(m *memberpod.Pod) (namespace, name string) {
 	namespace = m.Annotations[wellknown.HostNamespaceAnnotation]
 	if namespace == "" {
 		return "", ""
@@ -250,7 +295,7 @@ func hostKeyOf(m *corev1.Pod) (namespace, name string) {
 	return namespace, m.Name
 }
 
-// trimMemberSpec is what MemberPodTransform does to the spec of a pod the
+// trimMemberSpec is what MemberPodTransform keeps of the spec of a pod the
 // installation forwarded.
 func trimMemberSpec(s *corev1.PodSpec) {
 	*s = corev1.PodSpec{
@@ -272,7 +317,7 @@ func trimMemberSpec(s *corev1.PodSpec) {
 	internSpec(s)
 }
 
-// trimForeign is what MemberPodTransform keeps of a member pod the
+// foreignPod is what MemberPodTransform keeps of a member pod the
 // installation did not forward:
 //   - its name, namespace, UID, generation, labels and deletion: the
 //     labels tell whose pod it is (a host pod's namesake is refused, not
@@ -283,10 +328,10 @@ func trimMemberSpec(s *corev1.PodSpec) {
 //     allocatable count (fit.PodRequests).
 //
 // Its annotations, the rest of its spec and of its status are dropped.
-// The labels and the containers are shared with the pods that have the
-// same (internMetaAfter, internSpec): a workload's replicas do.
-func trimForeign(pod *corev1.Pod) {
-	pod.ObjectMeta = identityMeta(&pod.ObjectMeta)
+// The labels and the spec are shared with the pods that have the same
+// (internMetaAfter, memberSpecs): a workload's replicas on one node do.
+func foreignPod(pod *corev1.Pod) *memberpod.Pod {
+	uid := takeHostUID(&pod.ObjectMeta)
 	s := &pod.Spec
 	*s = corev1.PodSpec{
 		NodeName:       s.NodeName,
@@ -295,8 +340,9 @@ func trimForeign(pod *corev1.Pod) {
 		Overhead:       s.Overhead,
 		Resources:      s.Resources,
 	}
-	pod.Status = corev1.PodStatus{Phase: pod.Status.Phase}
 	internSpec(s)
+	return &memberpod.Pod{ObjectMeta: identityMeta(&pod.ObjectMeta), HostUID: uid,
+		Spec: internShared(&memberSpecs, s), Status: corev1.PodStatus{Phase: pod.Status.Phase}}
 }
 
 // trimMemberNode is what the member's node cache keeps of a node: what the
@@ -346,8 +392,9 @@ func requestsOnly(cs []corev1.Container) []corev1.Container {
 	return cs
 }
 
-// cachedPod is the version of pod the store cached returns holds, if any.
-func cachedPod(cached func() cache.Store, pod *corev1.Pod) *corev1.Pod {
+// cachedObject is the version of obj the store cached returns holds, if
+// any.
+func cachedObject(cached func() cache.Store, obj any) any {
 	if cached == nil {
 		return nil
 	}
@@ -355,8 +402,20 @@ func cachedPod(cached func() cache.Store, pod *corev1.Pod) *corev1.Pod {
 	if store == nil {
 		return nil
 	}
-	obj, _, _ := store.Get(pod)
-	prev, _ := obj.(*corev1.Pod)
+	prev, _, _ := store.Get(obj)
+	return prev
+}
+
+// cachedPod is the version of pod the host pod store cached holds, if any.
+func cachedPod(cached func() cache.Store, pod *corev1.Pod) *corev1.Pod {
+	prev, _ := cachedObject(cached, pod).(*corev1.Pod)
+	return prev
+}
+
+// cachedMember is the version of pod the member pod store cached holds,
+// if any.
+func cachedMember(cached func() cache.Store, pod *corev1.Pod) *memberpod.Pod {
+	prev, _ := cachedObject(cached, pod).(*memberpod.Pod)
 	return prev
 }
 
@@ -364,12 +423,10 @@ func cachedPod(cached func() cache.Store, pod *corev1.Pod) *corev1.Pod {
 // cached): its spec trimmed by trim unless known unchanged by its
 // generation (it is then prev's, trimmed already), its status and
 // metadata interned, and what did not change shared with prev.
-// unique are the labels and annotations whose values are the pod's own
-// (internMeta).
-func sharePrev(pod, prev *corev1.Pod, trim func(*corev1.PodSpec), unique ...string) {
+func sharePrev(pod, prev *corev1.Pod, trim func(*corev1.PodSpec)) {
 	internStatus(&pod.Status)
 	if prev != nil && prev.Generation > 0 && shareUnchanged(prev, pod) {
-		internMetaAfter(&pod.ObjectMeta, &prev.ObjectMeta, unique...)
+		internMetaAfter(&pod.ObjectMeta, &prev.ObjectMeta)
 		return
 	}
 	trim(&pod.Spec)
@@ -378,7 +435,7 @@ func sharePrev(pod, prev *corev1.Pod, trim func(*corev1.PodSpec), unique ...stri
 		shareUnchanged(prev, pod)
 		prevMeta = &prev.ObjectMeta
 	}
-	internMetaAfter(&pod.ObjectMeta, prevMeta, unique...)
+	internMetaAfter(&pod.ObjectMeta, prevMeta)
 }
 
 // The functions below trim in place, allocating nothing.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -69,13 +70,31 @@ func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
 	return m
 }
 
-func transformed(t *testing.T, f func(any) (any, error), pod *corev1.Pod) *corev1.Pod {
+// transformedAs is what f makes of obj.
+func transformedAs[T any](t *testing.T, f cache.TransformFunc, obj any) T {
 	t.Helper()
-	out, err := f(pod.DeepCopy())
+	out, err := f(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.(*corev1.Pod)
+	return out.(T)
+}
+
+func transformed(t *testing.T, f cache.TransformFunc, pod *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	return transformedAs[*corev1.Pod](t, f, pod.DeepCopy())
+}
+
+// transformedMember is transformed by a member pod transform.
+func transformedMember(t *testing.T, f cache.TransformFunc, pod *corev1.Pod) *memberpod.Pod {
+	t.Helper()
+	return transformedAs[*memberpod.Pod](t, f, pod.DeepCopy())
+}
+
+// transformedAgain is what f makes of what it made already: the same.
+func transformedAgain(t *testing.T, f cache.TransformFunc, m *memberpod.Pod) *memberpod.Pod {
+	t.Helper()
+	return transformedAs[*memberpod.Pod](t, f, m)
 }
 
 // A forwarded member pod is cached with much less, and nothing flotilla
@@ -86,20 +105,20 @@ func TestMemberPodTransform(t *testing.T) {
 	host := richHostPod()
 	member := admittedMemberPod(host, target)
 	transform := MemberPodTransform(testInstallation)
-	cached := transformed(t, transform, member)
+	cached := transformedMember(t, transform, member)
 
 	if cached.ManagedFields != nil {
 		t.Error("managed fields kept")
 	}
 	// A member pod's dependencies are read for the index alone.
-	if d := cmp.Diff(usedKeys(member), usedKeys(cached)); d != "" {
+	if d := cmp.Diff(usedKeys(member.Namespace, &member.Spec), usedKeys(cached.Namespace, cached.Spec)); d != "" {
 		t.Errorf("dependencies (-pod +cached):\n%s", d)
 	}
 	opts := resourcehelper.PodResourcesOptions{}
-	if d := cmp.Diff(resourcehelper.PodRequests(member, opts), resourcehelper.PodRequests(cached, opts)); d != "" {
+	if d := cmp.Diff(resourcehelper.PodRequests(member, opts), resourcehelper.PodRequests(cached.AsPod(), opts)); d != "" {
 		t.Errorf("requests (-pod +cached):\n%s", d)
 	}
-	if d := cmp.Diff(HostView(host, member, target), HostView(host, cached, target)); d != "" {
+	if d := cmp.Diff(HostView(host, memberpod.New(member), target), HostView(host, cached, target)); d != "" {
 		t.Errorf("HostView (-pod +cached):\n%s", d)
 	}
 	// The host pod's name is left out when it is the member pod's own
@@ -107,8 +126,13 @@ func TestMemberPodTransform(t *testing.T) {
 	if ns, name := hostKeyOf(cached); ns != host.Namespace || name != host.Name {
 		t.Errorf("host pod of the cached member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
 	}
+	// The host UID is a field of its own, not a label.
+	if cached.HostUID != host.UID {
+		t.Errorf("host UID of the cached member pod: %q, want %q", cached.HostUID, host.UID)
+	}
 	wantMeta := member.ObjectMeta.DeepCopy()
 	delete(wantMeta.Annotations, wellknown.HostNameAnnotation)
+	delete(wantMeta.Labels, wellknown.HostUIDLabel)
 	if d := cmp.Diff(*wantMeta, cached.ObjectMeta, cmp.FilterPath(func(p cmp.Path) bool { return p.String() == "ManagedFields" }, cmp.Ignore())); d != "" {
 		t.Errorf("metadata (-pod +cached):\n%s", d)
 	}
@@ -116,7 +140,7 @@ func TestMemberPodTransform(t *testing.T) {
 	// the name.
 	adopted := member.DeepCopy()
 	adopted.Name = "legacy-web-0"
-	if ns, name := hostKeyOf(transformed(t, transform, adopted)); ns != host.Namespace || name != host.Name {
+	if ns, name := hostKeyOf(transformedMember(t, transform, adopted)); ns != host.Namespace || name != host.Name {
 		t.Errorf("host pod of an adopted member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
 	}
 	if d := cmp.Diff(member.Status, cached.Status); d != "" {
@@ -127,19 +151,19 @@ func TestMemberPodTransform(t *testing.T) {
 	}
 	pm := member.DeepCopy()
 	pm.ManagedFields = nil
-	if before, after := pm.Size(), cached.Size(); after >= before {
+	if before, after := pm.Size(), cached.AsPod().Size(); after >= before {
 		t.Errorf("cached member pod is %d bytes of %d", after, before)
 	}
 	// A Deployment's plain pod, mostly metadata and status, loses a
 	// quarter: its token volume, mounts and defaults.
 	plain := admittedMemberPod(admittedPod(), target)
 	plain.ManagedFields = nil
-	if before, after := plain.Size(), transformed(t, transform, plain).Size(); after*4 > before*3 {
+	if before, after := plain.Size(), transformedMember(t, transform, plain).AsPod().Size(); after*4 > before*3 {
 		t.Errorf("cached plain member pod is %d bytes of %d: no more than three quarters should be kept", after, before)
 	} else {
 		t.Logf("plain member pod %d bytes, cached %d", before, after)
 	}
-	if d := cmp.Diff(cached, transformed(t, transform, cached)); d != "" {
+	if d := cmp.Diff(cached, transformedAgain(t, transform, cached)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 
@@ -148,13 +172,15 @@ func TestMemberPodTransform(t *testing.T) {
 	// whose they are; see TestForeignMemberPodsKeepWhatIsCounted.
 	own := admittedPod()
 	own.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-	kept := transformed(t, transform, own)
-	if d := cmp.Diff(resourcehelper.PodRequests(own, opts), resourcehelper.PodRequests(kept, opts)); d != "" {
+	kept := transformedMember(t, transform, own)
+	if d := cmp.Diff(resourcehelper.PodRequests(own, opts), resourcehelper.PodRequests(kept.AsPod(), opts)); d != "" {
 		t.Errorf("a member's own pod's requests (-pod +cached):\n%s", d)
 	}
-	other := transformed(t, MemberPodTransform("another-installation"), member)
-	if d := cmp.Diff(pm.Labels, other.Labels); d != "" {
-		t.Errorf("another installation's pod's labels (-pod +cached):\n%s", d)
+	other := transformedMember(t, MemberPodTransform("another-installation"), member)
+	otherLabels := maps.Clone(pm.Labels)
+	delete(otherLabels, wellknown.HostUIDLabel)
+	if d := cmp.Diff(otherLabels, other.Labels); d != "" || other.HostUID != host.UID {
+		t.Errorf("another installation's pod's labels (-pod +cached), host UID %q:\n%s", other.HostUID, d)
 	}
 	if other.Annotations != nil || other.Spec.Volumes != nil {
 		t.Errorf("another installation's pod kept its annotations %v or volumes %v", other.Annotations, other.Spec.Volumes)
@@ -242,8 +268,8 @@ func TestResourcesInterned(t *testing.T) {
 	}
 	a := transformed(t, HostPodTransform, withRequests("100m", "128Mi"))
 	b := transformed(t, HostPodTransform, withRequests("0.1", "128Mi")) // the same amount, written otherwise
-	member := transformed(t, MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
-		Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}))
+	member := transformedMember(t, MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
+		Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation})).AsPod()
 	other := transformed(t, HostPodTransform, withRequests("200m", "128Mi"))
 	req := func(p *corev1.Pod) corev1.ResourceList { return p.Spec.Containers[0].Resources.Requests }
 	if !sameList(req(a), req(b)) || !sameList(req(a), req(member)) {
@@ -287,17 +313,17 @@ func TestMemberPodVersionsShare(t *testing.T) {
 	member.Generation = 1
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	transform := MemberPodsTransform(testInstallation, func() cache.Store { return store })
-	first := transformed(t, transform, member)
+	first := transformedMember(t, transform, member)
 	if err := store.Add(first); err != nil {
 		t.Fatal(err)
 	}
 	next := member.DeepCopy()
 	next.ResourceVersion, next.Status.Phase = "13", corev1.PodSucceeded
-	got := transformed(t, transform, next)
-	if d := cmp.Diff(transformed(t, MemberPodTransform(testInstallation), next), got); d != "" {
+	got := transformedMember(t, transform, next)
+	if d := cmp.Diff(transformedMember(t, MemberPodTransform(testInstallation), next), got); d != "" {
 		t.Errorf("a status update reads differently (-transform alone +shared):\n%s", d)
 	}
-	if &got.Spec.Volumes[0] != &first.Spec.Volumes[0] || !sameMap(got.Labels, first.Labels) || !sameMap(got.Annotations, first.Annotations) {
+	if got.Spec != first.Spec || !sameMap(got.Labels, first.Labels) || !sameMap(got.Annotations, first.Annotations) {
 		t.Error("a status update holds its own copy of the unchanged spec or metadata")
 	}
 
@@ -305,11 +331,11 @@ func TestMemberPodVersionsShare(t *testing.T) {
 	// is ours since an adoption.
 	own := member.DeepCopy()
 	delete(own.Labels, wellknown.InstallationLabel)
-	if err := store.Update(transformed(t, transform, own)); err != nil {
+	if err := store.Update(transformedMember(t, transform, own)); err != nil {
 		t.Fatal(err)
 	}
-	adopted := transformed(t, transform, member)
-	if d := cmp.Diff(transformed(t, MemberPodTransform(testInstallation), member), adopted); d != "" {
+	adopted := transformedMember(t, transform, member)
+	if d := cmp.Diff(transformedMember(t, MemberPodTransform(testInstallation), member), adopted); d != "" {
 		t.Errorf("an adopted pod is cached otherwise than the transform alone makes it (-alone +shared):\n%s", d)
 	}
 }
@@ -327,10 +353,10 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	pod.DeletionTimestamp = ptr.To(metav1.Now())
 	want := pod.DeepCopy()
-	got := transformed(t, transform, pod)
+	got := transformedMember(t, transform, pod)
 
 	opts := resourcehelper.PodResourcesOptions{}
-	if d := cmp.Diff(resourcehelper.PodRequests(want, opts), resourcehelper.PodRequests(got, opts)); d != "" {
+	if d := cmp.Diff(resourcehelper.PodRequests(want, opts), resourcehelper.PodRequests(got.AsPod(), opts)); d != "" {
 		t.Errorf("requests (-pod +cached):\n%s", d)
 	}
 	if got.Name != want.Name || got.Namespace != want.Namespace || got.UID != want.UID || got.Generation != want.Generation ||
@@ -352,23 +378,25 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 			t.Errorf("container %s kept what nothing reads: %+v", c.Name, c)
 		}
 	}
-	if d := cmp.Diff(got, transformed(t, transform, got.DeepCopy())); d != "" {
+	if d := cmp.Diff(got, transformedAgain(t, transform, got)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 
-	// Two replicas, decoded apart, share their labels and containers.
-	a, b := transformed(t, transform, nativePod(2)), transformed(t, transform, nativePod(3))
+	// Two replicas, decoded apart, on one node, share their labels and
+	// spec.
+	a, b := transformedMember(t, transform, nativePod(2)), transformedMember(t, transform, nativePod(5))
 	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
 		t.Error("two replicas' equal labels are two maps")
 	}
-	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
-		t.Error("two replicas' equal containers are two arrays")
+	if a.Spec != b.Spec {
+		t.Error("two replicas' equal specs are two")
 	}
 	// The fit model counts them as it counted the whole pods.
 	whole, trimmed := fit.NewUsage(nil), fit.NewUsage(nil)
 	for i := range 4 {
 		whole.Set(nativePod(i))
-		trimmed.Set(transformed(t, transform, nativePod(i)))
+		m := transformedMember(t, transform, nativePod(i))
+		trimmed.SetOf(&m.ObjectMeta, m.Spec, m.Status.Phase)
 	}
 	for _, node := range []string{"member-node-0", "member-node-1", "member-node-2"} {
 		w, _ := whole.Of(node, "")

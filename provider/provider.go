@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -107,7 +108,7 @@ type Config struct {
 type env struct {
 	cfg        Config
 	hostPods   corev1listers.PodLister
-	memberPods corev1listers.PodLister
+	memberPods memberpod.Lister
 }
 
 // lifecycle is what the mirrors ask of pod forwarding.
@@ -186,7 +187,7 @@ func New(cfg Config) (*Provider, error) {
 		env: &env{
 			cfg:        cfg,
 			hostPods:   cfg.HostPods.Lister(),
-			memberPods: cfg.MemberInformers.Pods().Lister(),
+			memberPods: memberpod.Lister{Indexer: cfg.MemberInformers.Pods().Informer().GetIndexer()},
 		},
 		statusQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -234,7 +235,7 @@ func New(cfg Config) (*Provider, error) {
 }
 
 // MemberPods lists the member's pods from the provider's cache.
-func (p *Provider) MemberPods() corev1listers.PodLister { return p.memberPods }
+func (p *Provider) MemberPods() memberpod.Lister { return p.memberPods }
 
 func (e *env) target(hostNamespace string) Target {
 	return Target{Cluster: e.cfg.NodeName, Namespace: e.cfg.Namespace(hostNamespace), Installation: e.cfg.Installation}
@@ -271,13 +272,13 @@ func (p *Provider) publish(host *corev1.Pod, status corev1.PodStatus) {
 // memberPodCameOrWent lets the Services of the pod's host namespace follow
 // the pods: a member Service exists while matching pods run there.
 func (p *Provider) memberPodCameOrWent(obj any) {
-	if m, ok := lastState(obj).(*corev1.Pod); ok && p.svc != nil {
+	if m, ok := memberpod.Of(obj); ok && p.svc != nil {
 		p.svc.podChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
 	}
 }
 
 func (p *Provider) memberPodGone(obj any) {
-	if m, ok := lastState(obj).(*corev1.Pod); ok {
+	if m, ok := memberpod.Of(obj); ok {
 		p.deleting.Delete(m.UID)
 	}
 }
@@ -285,7 +286,7 @@ func (p *Provider) memberPodGone(obj any) {
 // deleteAsked reports whether this process had the member delete m with
 // a grace period no longer than grace already, which the cache does not
 // show yet.
-func (p *Provider) deleteAsked(m *corev1.Pod, grace *int64) bool {
+func (p *Provider) deleteAsked(m *memberpod.Pod, grace *int64) bool {
 	asked, ok := p.deleting.Load(m.UID)
 	return ok && !shorterGrace(grace, asked.(*int64))
 }

@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -97,7 +97,7 @@ type ResourceMetricsConfig struct {
 	Metrics      MemberMetrics
 	// MemberPods gives the host pod of a member pod (its identity labels and
 	// annotations) and its containers' start times.
-	MemberPods corev1listers.PodLister
+	MemberPods memberpod.Lister
 	// NodeSelector picks the member nodes the virtual node stands for; nil
 	// means all of them.
 	NodeSelector labels.Selector
@@ -125,7 +125,7 @@ type containerKey struct {
 
 // NewResourceMetrics returns the resource metrics of one virtual node.
 func NewResourceMetrics(cfg ResourceMetricsConfig) (*ResourceMetrics, error) {
-	if cfg.NodeName == "" || cfg.Metrics == nil || cfg.MemberPods == nil {
+	if cfg.NodeName == "" || cfg.Metrics == nil || cfg.MemberPods.Indexer == nil {
 		return nil, errors.New("provider: resource metrics need NodeName, Metrics and MemberPods")
 	}
 	if cfg.NodeSelector == nil {
@@ -240,7 +240,7 @@ func (m *ResourceMetrics) collect(ctx context.Context) (snapshot, error) {
 
 // podSampleLocked maps one member pod's metrics to its host pod.
 func (m *ResourceMetrics) podSampleLocked(pm *metricsv1beta1.PodMetrics, now time.Time) (podSample, bool) {
-	member, err := m.cfg.MemberPods.Pods(pm.Namespace).Get(pm.Name)
+	member, err := m.cfg.MemberPods.Get(pm.Namespace, pm.Name)
 	if err != nil {
 		return podSample{}, false // not in the cache yet, or gone
 	}
@@ -269,7 +269,7 @@ func (m *ResourceMetrics) podSampleLocked(pm *metricsv1beta1.PodMetrics, now tim
 }
 
 // unsampledPod is a running member pod as a podSample without usage.
-func unsampledPod(member *corev1.Pod) (podSample, bool) {
+func unsampledPod(member *memberpod.Pod) (podSample, bool) {
 	p, ok := hostIdentity(member)
 	if !ok || member.Status.Phase != corev1.PodRunning {
 		return podSample{}, false
@@ -284,9 +284,9 @@ func unsampledPod(member *corev1.Pod) (podSample, bool) {
 }
 
 // hostIdentity is the host pod a member pod stands for.
-func hostIdentity(member *corev1.Pod) (podSample, bool) {
+func hostIdentity(member *memberpod.Pod) (podSample, bool) {
 	ns, name := hostKeyOf(member)
-	p := podSample{namespace: ns, name: name, uid: types.UID(member.Labels[wellknown.HostUIDLabel])}
+	p := podSample{namespace: ns, name: name, uid: member.HostUID}
 	if p.namespace == "" || p.name == "" || p.uid == "" {
 		return podSample{}, false
 	}
@@ -325,7 +325,7 @@ func byteCount(q *resource.Quantity) uint64 {
 	return 0
 }
 
-func containerStart(p *corev1.Pod, container string) time.Time {
+func containerStart(p *memberpod.Pod, container string) time.Time {
 	for _, s := range p.Status.ContainerStatuses {
 		if s.Name == container && s.State.Running != nil {
 			return s.State.Running.StartedAt.Time

@@ -18,13 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -126,15 +126,22 @@ func memberPod(ns, name, hostNS, hostName, uid string, start time.Time, containe
 	return p
 }
 
-func podLister(t *testing.T, pods ...*corev1.Pod) corev1listers.PodLister {
+// podLister lists pods as the member pod cache of installation host-1
+// holds them.
+func podLister(t *testing.T, pods ...*corev1.Pod) memberpod.Lister {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	transform := MemberPodTransform("host-1")
 	for _, p := range pods {
-		if err := idx.Add(p); err != nil {
+		obj, err := transform(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := idx.Add(obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return corev1listers.NewPodLister(idx)
+	return memberpod.Lister{Indexer: idx}
 }
 
 func usageList(cpu, memory string) corev1.ResourceList {
@@ -164,7 +171,7 @@ var fresh = t0.Add(50 * time.Second)
 // world is a member with one forwarded pod of two containers, one forwarded
 // pod too new for the member's metrics, a pod of the member's own and a pod
 // another virtual node forwarded, on two nodes.
-func world(t *testing.T, at time.Time) (*fakeMetrics, corev1listers.PodLister) {
+func world(t *testing.T, at time.Time) (*fakeMetrics, memberpod.Lister) {
 	forwarded := memberPod("web", "api-0", "web", "api-0", "uid-api-0", t0, "app", "sidecar")
 	own := memberPod("kube-system", "dns", "", "", "", t0, "dns")
 	own.Labels, own.Annotations = nil, nil

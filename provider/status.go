@@ -10,14 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // memberPodChanged queues a status sync of the host pod a member pod
 // stands for, and starts its status latency clock.
 func (p *Provider) memberPodChanged(obj any) {
-	m, ok := lastState(obj).(*corev1.Pod)
+	m, ok := memberpod.Of(obj)
 	if !ok {
 		return
 	}
@@ -40,7 +40,7 @@ func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
 func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	t := p.target(ns)
-	member, err := p.memberPods.Pods(t.Namespace).Get(name)
+	member, err := p.memberPods.Get(t.Namespace, name)
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
 		member = nil
 	} else if err != nil {
@@ -52,7 +52,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	if member != nil && (host == nil || member.Labels[wellknown.HostUIDLabel] != string(host.UID)) {
+	if member != nil && (host == nil || member.HostUID != host.UID) {
 		// The member pod's host pod is gone: deleted or evicted while the
 		// member was unreachable, or while this process was down.
 		if err := p.deleteOrphan(ctx, member); err != nil {
@@ -78,7 +78,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 				return err
 			}
 		}
-		status := HostStatus(host, member)
+		status := HostStatus(host, &member.Status)
 		cur := host.Status
 		if host.DeletionTimestamp != nil {
 			// The apiserver bumps a pod's generation as its graceful
@@ -122,7 +122,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 // deleteOrphan deletes a member pod whose host pod no longer exists. The UID
 // precondition makes it exactly-once and keeps it off any newer pod of the
 // same name.
-func (p *Provider) deleteOrphan(ctx context.Context, m *corev1.Pod) error {
+func (p *Provider) deleteOrphan(ctx context.Context, m *memberpod.Pod) error {
 	if m.DeletionTimestamp != nil || p.deleteAsked(m, nil) {
 		return nil
 	}

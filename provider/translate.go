@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -214,7 +215,7 @@ func stripIdentity(labels, annotations map[string]string) (map[string]string, ma
 // after creation (images, activeDeadlineSeconds, tolerations, labels,
 // annotations) taken from the member, and status translated by HostStatus.
 // A difference tells virtual-kubelet that UpdatePod has work to do.
-func HostView(host, member *corev1.Pod, t Target) *corev1.Pod {
+func HostView(host *corev1.Pod, member *memberpod.Pod, t Target) *corev1.Pod {
 	v := host.DeepCopy()
 	v.Labels, v.Annotations = stripIdentity(member.Labels, member.Annotations)
 	if len(v.Labels) == 0 && len(host.Labels) == 0 {
@@ -229,7 +230,7 @@ func HostView(host, member *corev1.Pod, t Target) *corev1.Pod {
 	if want := ToMember(host, t).Spec.Tolerations; !equality.Semantic.DeepEqual(want, member.Spec.Tolerations) {
 		v.Spec.Tolerations = member.Spec.Tolerations
 	}
-	v.Status = HostStatus(host, member)
+	v.Status = HostStatus(host, &member.Status)
 	return v
 }
 
@@ -251,8 +252,8 @@ func copyImages(dst, src []corev1.Container) {
 // controllers, e.g. DisruptionTarget) are kept; what only means something in
 // the member (nominated node, resize state) is dropped; the QoS class stays
 // the host's because it is immutable there.
-func HostStatus(host, member *corev1.Pod) corev1.PodStatus {
-	s := *member.Status.DeepCopy()
+func HostStatus(host *corev1.Pod, member *corev1.PodStatus) corev1.PodStatus {
+	s := *member.DeepCopy()
 	s.NominatedNodeName = ""
 	s.Resize = ""
 	s.QOSClass = host.Status.QOSClass

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -189,7 +190,7 @@ func TestHostViewRoundTrip(t *testing.T) {
 	member := ToMember(host, target)
 	member.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.5", QOSClass: corev1.PodQOSBestEffort}
 
-	v := HostView(host, member, target)
+	v := HostView(host, memberpod.New(member), target)
 	if d := cmp.Diff(host.Labels, v.Labels); d != "" {
 		t.Errorf("labels (-host +view):\n%s", d)
 	}
@@ -201,7 +202,7 @@ func TestHostViewRoundTrip(t *testing.T) {
 	}
 
 	member.Spec.Containers[0].Image = "nginx:old"
-	if v := HostView(host, member, target); v.Spec.Containers[0].Image != "nginx:old" {
+	if v := HostView(host, memberpod.New(member), target); v.Spec.Containers[0].Image != "nginx:old" {
 		t.Errorf("image drift not visible: %s", v.Spec.Containers[0].Image)
 	}
 }
@@ -224,7 +225,7 @@ func TestHostStatus(t *testing.T) {
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, RestartCount: 2}},
 	}}
-	got := HostStatus(host, member)
+	got := HostStatus(host, &member.Status)
 	want := corev1.PodStatus{
 		Phase: corev1.PodRunning, PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}},
 		HostIP: "10.250.1.1", StartTime: &start, QOSClass: corev1.PodQOSBestEffort, ObservedGeneration: 3,
