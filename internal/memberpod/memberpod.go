@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -68,7 +69,7 @@ func (p *Pod) AsPod() *corev1.Pod {
 // Terminal reports whether the pod's containers have finished for good:
 // phase Succeeded or Failed.
 func (p *Pod) Terminal() bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return podstate.TerminalPhase(p.Status.Phase)
 }
 
 // Lister reads member pods from the cache, as client-go's pod lister does

@@ -8,7 +8,13 @@ import corev1 "k8s.io/api/core/v1"
 // Terminal reports whether the pod's containers have finished for good:
 // phase Succeeded or Failed.
 func Terminal(p *corev1.Pod) bool {
-	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+	return TerminalPhase(p.Status.Phase)
+}
+
+// TerminalPhase reports whether a pod in phase has finished for good:
+// Succeeded or Failed.
+func TerminalPhase(phase corev1.PodPhase) bool {
+	return phase == corev1.PodSucceeded || phase == corev1.PodFailed
 }
 
 // Leaving reports whether the pod is finished or being deleted: it will not
