@@ -83,11 +83,7 @@ func (t *table[V]) internChecked(key []byte, v V, equal func(kept, v V) bool) V 
 	if kept, ok := t.m[string(key)]; ok && (equal == nil || equal(kept, v)) {
 		return kept
 	}
-	if t.m == nil || len(t.m) >= t.limit {
-		t.m = map[string]V{}
-	}
-	t.m[string(key)] = v
-	return v
+	return t.keep(string(key), v)
 }
 
 // internFunc is intern of a value made only when none is kept.
@@ -97,10 +93,27 @@ func (t *table[V]) internFunc(key string, newV func() V) V {
 	if kept, ok := t.m[key]; ok {
 		return kept
 	}
+	return t.keep(key, newV())
+}
+
+// internKeyFunc is internFunc of a key in a buffer, copied only when
+// kept; newV is given the copy.
+func (t *table[V]) internKeyFunc(key []byte, newV func(key string) V) V {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if kept, ok := t.m[string(key)]; ok {
+		return kept
+	}
+	k := string(key)
+	return t.keep(k, newV(k))
+}
+
+// keep keeps v for key, starting the table afresh past its limit. The
+// caller holds t.mu.
+func (t *table[V]) keep(key string, v V) V {
 	if t.m == nil || len(t.m) >= t.limit {
 		t.m = map[string]V{}
 	}
-	v := newV()
 	t.m[key] = v
 	return v
 }

@@ -2,7 +2,7 @@ package provider
 
 import (
 	"maps"
-	"strings"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	corev1informers "k8s.io/client-go/informers/core/v1"
@@ -117,61 +117,93 @@ func (l viewPodNamespaceLister) Get(name string) (*corev1.Pod, error) {
 const viewMarker = "flotilla.io/virtual-kubelet-view"
 
 // vkView is a copy of pod with all of its metadata and status and, of its
-// spec, what virtual-kubelet reads: the fields it compares to decide on an
-// update (containers by name and image, active deadline, tolerations; see
-// node/pod.go podsEqual), the restart policy and the node. Status updates
-// virtual-kubelet writes from a view keep the pod's spec: the pods/status
-// endpoint takes the spec from the stored pod.
+// spec, what virtual-kubelet reads: the restart policy, the node, and in
+// place of what it compares to decide on an update (containers, init and
+// ephemeral containers by name and image, the active deadline and the
+// tolerations; see node/pod.go podsEqual) one toleration whose key spells
+// them out (syncKey). Two views differ there exactly when their pods
+// differ in those fields, so virtual-kubelet syncs the same updates.
+//
+// Why not the fields themselves: at every deletion virtual-kubelet
+// compares the view with the last one it synced through go-cmp with a
+// filter that formats the path of every field it visits
+// (podsEffectivelyEqual), and a container alone has 25 fields, a
+// toleration 5: their paths were more than half of the comparison's time
+// and allocations, and the comparison the largest single part of
+// flotilla-node's CPU per pod (BenchmarkVirtualKubeletComparison).
+//
+// Status updates virtual-kubelet writes from a view keep the pod's spec:
+// the pods/status endpoint takes the spec from the stored pod.
 //
 // The copy is shallow: its maps and slices (labels, annotations, owner
-// references, conditions, container statuses, tolerations) are the cached
-// pod's. virtual-kubelet writes only top-level fields of a pod it was
-// given (resource version, phase, reason, message), which are the view's
-// own, and nothing writes into a cached pod's maps or slices.
+// references, conditions, container statuses) are the cached pod's.
+// virtual-kubelet writes only top-level fields of a pod it was given
+// (resource version, phase, reason, message), which are the view's own,
+// and nothing writes into a cached pod's maps or slices.
 func vkView(pod *corev1.Pod) *corev1.Pod {
 	s := &pod.Spec
 	v := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status}
 	v.Spec = corev1.PodSpec{
-		NodeName:              s.NodeName,
-		SchedulerName:         viewMarker,
-		RestartPolicy:         s.RestartPolicy,
-		Containers:            viewContainers(s.Containers),
-		ActiveDeadlineSeconds: s.ActiveDeadlineSeconds,
-		Tolerations:           s.Tolerations,
-	}
-	if s.InitContainers != nil {
-		v.Spec.InitContainers = viewContainers(s.InitContainers)
-	}
-	if s.EphemeralContainers != nil {
-		v.Spec.EphemeralContainers = make([]corev1.EphemeralContainer, len(s.EphemeralContainers))
-		for i, c := range s.EphemeralContainers {
-			v.Spec.EphemeralContainers[i].Name = c.Name
-			v.Spec.EphemeralContainers[i].Image = c.Image
-		}
+		NodeName:      s.NodeName,
+		SchedulerName: viewMarker,
+		RestartPolicy: s.RestartPolicy,
+		Tolerations:   syncKey(s),
 	}
 	return v
 }
 
-// viewContainers are the containers of a view, by name and image: the
-// views of a workload's pods, which virtual-kubelet keeps, share them.
-func viewContainers(cs []corev1.Container) []corev1.Container {
-	var key strings.Builder
-	for _, c := range cs {
-		key.WriteString(c.Name)
-		key.WriteByte(0)
-		key.WriteString(c.Image)
-		key.WriteByte(0)
+// syncKey is the one toleration of a view, whose key spells out what
+// virtual-kubelet compares of spec s: its containers', init containers'
+// and ephemeral containers' names and images, its active deadline and
+// its tolerations, each string after its length. The views of a
+// workload's pods share it.
+func syncKey(s *corev1.PodSpec) []corev1.Toleration {
+	bp := keyBufs.Get().(*[]byte)
+	defer keyBufs.Put(bp)
+	key := append((*bp)[:0], viewKeyPrefix...)
+	for _, c := range s.Containers {
+		key = appendSized(key, c.Name, c.Image)
 	}
-	return viewContainerLists.internFunc(key.String(), func() []corev1.Container {
-		out := make([]corev1.Container, len(cs))
-		for i, c := range cs {
-			out[i] = corev1.Container{Name: c.Name, Image: c.Image}
+	key = append(key, " init"...)
+	for _, c := range s.InitContainers {
+		key = appendSized(key, c.Name, c.Image)
+	}
+	key = append(key, " ephemeral"...)
+	for _, c := range s.EphemeralContainers {
+		key = appendSized(key, c.Name, c.Image)
+	}
+	key = append(key, " deadline "...)
+	if d := s.ActiveDeadlineSeconds; d != nil {
+		key = strconv.AppendInt(key, *d, 10)
+	}
+	key = append(key, " tolerations"...)
+	for _, t := range s.Tolerations {
+		key = appendSized(key, t.Key, string(t.Operator), t.Value, string(t.Effect))
+		if t.TolerationSeconds != nil {
+			key = strconv.AppendInt(append(key, '/'), *t.TolerationSeconds, 10)
 		}
-		return out
+	}
+	*bp = key
+	return viewKeys.internKeyFunc(key, func(key string) []corev1.Toleration {
+		return []corev1.Toleration{{Key: key}}
 	})
 }
 
-var viewContainerLists = table[[]corev1.Container]{limit: 1024}
+// viewKeyPrefix starts every syncKey, so that a reader who meets one
+// knows what it is.
+const viewKeyPrefix = "flotilla.io/view-of"
+
+// appendSized appends each of strs after a space and its length, which
+// keeps two strings from reading as two others.
+func appendSized(b []byte, strs ...string) []byte {
+	for _, s := range strs {
+		b = strconv.AppendInt(append(b, ' '), int64(len(s)), 10)
+		b = append(append(b, ':'), s...)
+	}
+	return b
+}
+
+var viewKeys = table[[]corev1.Toleration]{limit: 1024}
 
 // isView reports whether pod is a view virtual-kubelet was handed.
 func isView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }
