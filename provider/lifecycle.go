@@ -424,7 +424,8 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 }
 
 // GetPods returns every member pod this virtual node forwarded, in host
-// terms, as views (see GetPod).
+// terms (HostView), whole: the kubelet API's pod list shows them as
+// GetPod's views would not, with their containers and tolerations.
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	members, err := p.memberPods.List(p.ownSelector())
 	if err != nil {
@@ -438,7 +439,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 			out = append(out, orphanView(m))
 			continue
 		}
-		out = append(out, vkView(HostView(host, m, p.target(ns))))
+		out = append(out, HostView(host, m, p.target(ns)))
 	}
 	return out, nil
 }

@@ -519,7 +519,10 @@ func TestKubeletReads(t *testing.T) {
 	w.runMemberPod(testNamespace, "web")
 	pods, err := w.p.GetPods(w.ctx)
 	if err != nil || len(pods) != 1 || pods[0].Namespace != testNamespace || pods[0].Name != "web" || pods[0].Status.Phase != corev1.PodRunning {
-		t.Errorf("GetPods: %v %v", pods, err)
+		t.Fatalf("GetPods: %v %v", pods, err)
+	}
+	if c := pods[0].Spec.Containers; len(c) != 1 || c[0].Name != "c" || c[0].Image != "img:1" {
+		t.Errorf("GetPods shows the containers %v, want the pod's", c)
 	}
 	status, err := w.p.GetPodStatus(w.ctx, testNamespace, "web")
 	if err != nil || status.PodIP != "10.0.0.7" {
