@@ -21,7 +21,7 @@ import (
 )
 
 func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
-	err := p.cfg.HostClient.CoreV1().Pods(host.Namespace).Delete(ctx, host.Name, metav1.DeleteOptions{
+	err := kube.DeletePod(ctx, p.cfg.HostClient, host.Namespace, host.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(host.UID)),
 	})
@@ -312,7 +312,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 			p.deleteAsked(member, pod.DeletionGracePeriodSeconds) {
 			return nil // terminating; syncStatus finishes the host pod once it is gone
 		}
-		err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		err := kube.DeletePod(ctx, p.cfg.MemberClient, t.Namespace, pod.Name, metav1.DeleteOptions{
 			GracePeriodSeconds: pod.DeletionGracePeriodSeconds,
 			Preconditions:      metav1.NewUIDPreconditions(string(member.UID)),
 		})

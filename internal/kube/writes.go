@@ -49,6 +49,15 @@ func CreateEvent(ctx context.Context, c Interface, e *corev1.Event) error {
 	return send(ctx, rc.Post().Namespace(e.Namespace).Resource("events").Body(e))
 }
 
+// DeletePod deletes the pod namespace/name as opts say.
+func DeletePod(ctx context.Context, c Interface, namespace, name string, opts metav1.DeleteOptions) error {
+	rc := restClient(c)
+	if rc == nil {
+		return c.CoreV1().Pods(namespace).Delete(ctx, name, opts)
+	}
+	return send(ctx, rc.Delete().Namespace(namespace).Resource("pods").Name(name).Body(&opts))
+}
+
 // PatchEvent applies a JSON merge patch to the event namespace/name.
 func PatchEvent(ctx context.Context, c Interface, namespace, name string, patch []byte) error {
 	rc := restClient(c)

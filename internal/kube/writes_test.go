@@ -15,10 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 )
 
-// TestWritesLeaveTheAnswer: CreatePod, UpdatePodStatus, CreateEvent and
-// PatchEvent send what the typed client sends, do not decode the object
+// TestWritesLeaveTheAnswer: CreatePod, UpdatePodStatus, DeletePod,
+// CreateEvent and PatchEvent send what the typed client sends, do not decode the object
 // the apiserver answers with (an answer that does not decode is no error),
 // are retried when the apiserver asks, and return the apiserver's errors as
 // the typed client does.
@@ -27,8 +28,12 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 	var got []request
 	status := http.StatusCreated
 	busy := 0 // answers of 429 to give before the next write goes through
+	var deleteBody []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		body, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodDelete {
+			deleteBody = body
+		}
 		got = append(got, request{r.Method, r.URL.Path, r.Header.Get("Content-Type")})
 		if busy > 0 {
 			busy--
@@ -37,9 +42,9 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 			return
 		}
 		if status >= 400 {
-			reason := metav1.StatusReasonAlreadyExists
-			if r.Method == http.MethodPut {
-				reason = metav1.StatusReasonConflict
+			reason := map[string]metav1.StatusReason{http.MethodPut: metav1.StatusReasonConflict, http.MethodDelete: metav1.StatusReasonNotFound}[r.Method]
+			if reason == "" {
+				reason = metav1.StatusReasonAlreadyExists
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
@@ -74,6 +79,20 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 	if err := UpdatePodStatus(ctx, c, pod); !apierrors.IsConflict(err) {
 		t.Errorf("status onto a changed pod: %v", err)
 	}
+	status = http.StatusOK
+	grace := metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions("u1")}
+	if err := DeletePod(ctx, c, "app", "web", grace); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	sent := &metav1.DeleteOptions{}
+	if _, _, err := scheme.Codecs.UniversalDeserializer().Decode(deleteBody, nil, sent); err != nil ||
+		sent.GracePeriodSeconds == nil || *sent.GracePeriodSeconds != 0 || sent.Preconditions == nil || *sent.Preconditions.UID != "u1" {
+		t.Errorf("delete sent %+v (%v), want a grace period of 0 and the UID precondition", sent, err)
+	}
+	status = http.StatusNotFound
+	if err := DeletePod(ctx, c, "app", "web", grace); !apierrors.IsNotFound(err) {
+		t.Errorf("delete of a pod gone: %v", err)
+	}
 	status, busy = http.StatusCreated, 1
 	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web.1"}}
 	if err := CreateEvent(ctx, c, event); err != nil {
@@ -89,6 +108,8 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 	}
 	want = append(want, want...)
 	want = append(want,
+		request{http.MethodDelete, "/api/v1/namespaces/app/pods/web", "application/vnd.kubernetes.protobuf"},
+		request{http.MethodDelete, "/api/v1/namespaces/app/pods/web", "application/vnd.kubernetes.protobuf"},
 		request{http.MethodPost, "/api/v1/namespaces/app/events", "application/vnd.kubernetes.protobuf"}, // 429
 		request{http.MethodPost, "/api/v1/namespaces/app/events", "application/vnd.kubernetes.protobuf"},
 		request{http.MethodPatch, "/api/v1/namespaces/app/events/web.1", "application/merge-patch+json"})
@@ -122,6 +143,12 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 	}
 	if e, err := f.CoreV1().Events("app").Get(ctx, "web.1", metav1.GetOptions{}); err != nil || e.Count != 2 {
 		t.Errorf("fake event: %v, %v", e, err)
+	}
+	if err := DeletePod(ctx, f, "app", "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.CoreV1().Pods("app").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("fake: the pod deleted is still there: %v", err)
 	}
 }
 
