@@ -29,19 +29,40 @@ func scrapeRequests(ctx context.Context, c kubernetes.Interface) (requestCounts,
 	if err != nil {
 		return nil, fmt.Errorf("get /metrics: %w", err)
 	}
-	counts, err := parseRequestCounts(bytes.NewReader(body))
+	counts, err := parseRequestCounts(body)
 	if err != nil {
 		return nil, fmt.Errorf("parse /metrics: %w", err)
 	}
 	return counts, nil
 }
 
-// parseRequestCounts extracts apiserver_request_total from Prometheus text
-// exposition.
-func parseRequestCounts(r io.Reader) (requestCounts, error) {
+// terminatedMetric counts the watches an apiserver's watch cache closed
+// because their client did not take events as fast as they came: the
+// watcher's buffer was full for longer than the dispatch could wait. Every
+// such wait holds back the events of all watchers of that resource.
+const terminatedMetric = "apiserver_terminated_watchers_total"
+
+// verbTerminated keys terminatedMetric among the request counts. It is no
+// request, so it counts in no request class's reads or writes.
+const verbTerminated = "WATCH-TERMINATED"
+
+// parseRequestCounts extracts apiserver_request_total, and the watches
+// closed for falling behind (terminatedMetric, as "WATCH-TERMINATED
+// resource"), from Prometheus text exposition.
+func parseRequestCounts(body []byte) (requestCounts, error) {
 	counts := requestCounts{}
-	err := forEachSample(r, requestMetric, func(labels map[string]string, v float64) {
+	err := forEachSample(bytes.NewReader(body), requestMetric, func(labels map[string]string, v float64) {
 		counts[requestKey(labels["verb"], labels["resource"], labels["subresource"])] += v
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = forEachSample(bytes.NewReader(body), terminatedMetric, func(labels map[string]string, v float64) {
+		resource := labels["resource"]
+		if g := labels["group"]; g != "" {
+			resource += "." + g
+		}
+		counts[requestKey(verbTerminated, resource, "")] += v
 	})
 	if err != nil {
 		return nil, err

@@ -35,6 +35,12 @@ apiserver_request_duration_seconds_bucket{verb="POST",le="0.1"} 5
 `,
 			want: requestCounts{"POST pods": 102, "POST pods/binding": 100, "GET (non-resource)//readyz": 7},
 		},
+		"watches closed for falling behind": {
+			in: `apiserver_terminated_watchers_total{group="",resource="pods"} 25
+apiserver_terminated_watchers_total{group="coordination.k8s.io",resource="leases"} 1
+`,
+			want: requestCounts{"WATCH-TERMINATED pods": 25, "WATCH-TERMINATED leases.coordination.k8s.io": 1},
+		},
 		"escaped quotes and commas in values": {
 			in:   `apiserver_request_total{resource="a\"b,c",verb="GET"} 3 1700000000000` + "\n",
 			want: requestCounts{`GET a"b,c`: 3},
@@ -51,7 +57,7 @@ apiserver_request_duration_seconds_bucket{verb="POST",le="0.1"} 5
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := parseRequestCounts(strings.NewReader(tc.in))
+			got, err := parseRequestCounts([]byte(tc.in))
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tc.wantErr)
 			}
@@ -381,5 +387,24 @@ func TestFloorMemory(t *testing.T) {
 	}
 	if err := floorMemory(&floorProcess{cmd: &exec.Cmd{Process: &os.Process{Pid: 1 << 30}}}, sample{}); err == nil {
 		t.Error("want an error for a process that is gone")
+	}
+}
+
+// TestReportCountsClosedWatches reports the watches an apiserver closed
+// for falling behind per 1,000 pods, and not as requests.
+func TestReportCountsClosedWatches(t *testing.T) {
+	m := &meter{requests: map[string]requestCounts{
+		roleHost: {"POST pods": 100, "WATCH pods": 6, "WATCH-TERMINATED pods": 5, "WATCH-TERMINATED leases.coordination.k8s.io": 1},
+	}}
+	s := sample{}
+	m.report(s, 100)
+	if got := s["api.host.watches_terminated_per_1000_pods"]; got != 60 {
+		t.Errorf("closed watches per 1000 pods = %v, want 60", got)
+	}
+	if got := s["api.host.writes_per_pod"]; got != 1 {
+		t.Errorf("writes per pod = %v, want 1", got)
+	}
+	if got := s["api.host.reads_per_pod"]; got != 0 {
+		t.Errorf("reads per pod = %v, want 0", got)
 	}
 }

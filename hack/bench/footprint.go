@@ -207,9 +207,14 @@ func (m *meter) report(s sample, pods int) {
 		s["api."+role+".reads_per_pod"] = perPod(cls[classRead])
 		writes += cls[classWrite]
 		reads += cls[classRead]
+		var terminated float64
 		for k, v := range rc {
 			s["api_detail."+role+"."+k] = perPod(v)
+			if verb, _, _ := strings.Cut(k, " "); verb == verbTerminated {
+				terminated += v
+			}
 		}
+		s["api."+role+".watches_terminated_per_1000_pods"] = perPod(terminated) * 1000
 	}
 	if len(m.metrics) > 0 {
 		// flotilla-node's own requests, as it counts them. Its host status

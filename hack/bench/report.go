@@ -98,6 +98,8 @@ var tableRows = []row{
 	{"api: writes per pod, host", "api.host.writes_per_pod", "%.2f", false},
 	{"api: writes per pod, members", "api.member.writes_per_pod", "%.2f", false},
 	{"api: reads per pod, all clusters", "api.reads_per_pod", "%.2f", true},
+	{"api: watches closed for falling behind per 1000 pods, host", "api.host.watches_terminated_per_1000_pods", "%.0f", false},
+	{"api: watches closed for falling behind per 1000 pods, members", "api.member.watches_terminated_per_1000_pods", "%.0f", false},
 	{"flotilla-node's own writes per pod, host", "node_api.host.writes_per_pod", "%.2f", false},
 	{"flotilla-node's own writes per pod, members", "node_api.member.writes_per_pod", "%.2f", false},
 	{"flotilla-node: writes per pod beyond a kubelet's", "node_api.extra_writes_per_pod", "%.2f", false},
