@@ -58,11 +58,7 @@ func parseRequestCounts(body []byte) (requestCounts, error) {
 		return nil, err
 	}
 	err = forEachSample(bytes.NewReader(body), terminatedMetric, func(labels map[string]string, v float64) {
-		resource := labels["resource"]
-		if g := labels["group"]; g != "" {
-			resource += "." + g
-		}
-		counts[requestKey(verbTerminated, resource, "")] += v
+		counts[requestKey(verbTerminated, groupResource(labels), "")] += v
 	})
 	if err != nil {
 		return nil, err
@@ -134,6 +130,15 @@ func parseLabels(s string) (map[string]string, string, error) {
 		labels[strings.TrimSpace(name)] = value.String()
 		s = rest[i+1:]
 	}
+}
+
+// groupResource names the resource of a sample labelled resource and
+// group as kubectl names it: "pods", "leases.coordination.k8s.io".
+func groupResource(labels map[string]string) string {
+	if g := labels["group"]; g != "" {
+		return labels["resource"] + "." + g
+	}
+	return labels["resource"]
 }
 
 func requestKey(verb, resource, subresource string) string {

@@ -59,12 +59,8 @@ func parseLoad(body []byte) (apiLoad, error) {
 		if labels["verb"] != "WATCH" {
 			return
 		}
-		resource := labels["resource"]
-		if g := labels["group"]; g != "" {
-			resource += "." + g
-		}
 		if v != 0 {
-			l.watches[resource] += v
+			l.watches[groupResource(labels)] += v
 		}
 	})
 	if err != nil {
