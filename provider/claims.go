@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -100,7 +101,7 @@ func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
 	}
 	handle := func(keys func(any) []string) cache.ResourceEventHandler {
 		add := func(obj any) {
-			for _, k := range keys(lastState(obj)) {
+			for _, k := range keys(podcache.LastState(obj)) {
 				c.queue.Add(k)
 			}
 		}

@@ -21,6 +21,8 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -33,7 +35,7 @@ const (
 	// rootCAConfigMap is published into every namespace by each cluster's
 	// own controller-manager. A pod in the member talks to the member's
 	// apiserver, so the member's copy is the right one: never mirrored.
-	rootCAConfigMap = "kube-root-ca.crt"
+	rootCAConfigMap = podspec.RootCAConfigMap
 	// defaultServiceAccount exists in every member namespace, made by the
 	// member's controller-manager; host admission already copied its image
 	// pull secrets into the pod.
@@ -70,8 +72,8 @@ type dependencies struct {
 	fwd   lifecycle
 	queue workqueue.TypedRateLimitingInterface[string]
 	// secrets and configMaps read the data the host caches leave out.
-	secrets    *hostContents[*corev1.Secret]
-	configMaps *hostContents[*corev1.ConfigMap]
+	secrets    *podcache.HostContents[*corev1.Secret]
+	configMaps *podcache.HostContents[*corev1.ConfigMap]
 	kinds      map[string]mirrorer
 
 	hostSAs     corev1listers.ServiceAccountLister
@@ -117,10 +119,10 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 	// The host caches hold Secrets and ConfigMaps without their data
 	// (HostObjectTransform); a mirror reads the data of those it copies.
 	hostCore := e.cfg.HostClient.CoreV1()
-	d.secrets = newHostContents(func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
+	d.secrets = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
 		return hostCore.Secrets(ns).Get(ctx, n, metav1.GetOptions{})
 	})
-	d.configMaps = newHostContents(func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
+	d.configMaps = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
 		return hostCore.ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
 	})
 
@@ -132,7 +134,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
 				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
 				if err == nil {
-					obj, err = d.secrets.of(ctx, obj)
+					obj, err = d.secrets.Of(ctx, obj)
 				}
 				if err != nil {
 					return nil, err
@@ -146,7 +148,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
 				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
 				if err == nil {
-					obj, err = d.configMaps.of(ctx, obj)
+					obj, err = d.configMaps.Of(ctx, obj)
 				}
 				if err != nil {
 					return nil, err
@@ -297,7 +299,7 @@ func (d *dependencies) enqueuePodDependencies(pod *memberpod.Pod) {
 }
 
 func objectOf(obj any) metav1.Object {
-	m, _ := lastState(obj).(metav1.Object)
+	m, _ := podcache.LastState(obj).(metav1.Object)
 	return m
 }
 
@@ -329,9 +331,9 @@ func (d *dependencies) enqueueHost(kind string, obj any) {
 func (d *dependencies) forgetContent(obj any) {
 	switch o := objectOf(obj).(type) {
 	case *corev1.Secret:
-		d.secrets.forget(o.UID)
+		d.secrets.Forget(o.UID)
 	case *corev1.ConfigMap:
-		d.configMaps.forget(o.UID)
+		d.configMaps.Forget(o.UID)
 	}
 }
 

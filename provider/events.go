@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/podcache"
 )
 
 // eventMirror reflects the events of forwarded member pods (pulled, started,
@@ -201,7 +202,7 @@ func hostEventName(pod string, uid types.UID) string {
 }
 
 func (m *eventMirror) forget(obj any) {
-	if e := asMemberEvent(lastState(obj)); e != nil {
+	if e := asMemberEvent(podcache.LastState(obj)); e != nil {
 		m.mu.Lock()
 		delete(m.mirrored, e.uid)
 		m.mu.Unlock()
@@ -220,7 +221,7 @@ func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 	if member.UID != ref.UID || !m.env.ours(member) {
 		return nil, false
 	}
-	ns, name := hostKeyOf(member)
+	ns, name := podcache.HostKeyOf(member)
 	host, err = m.env.hostPods.Pods(ns).Get(name)
 	if err != nil {
 		return nil, true
@@ -284,7 +285,7 @@ func newMemberEvent(e *corev1.Event) *memberEvent {
 		pod:       podRef{Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID},
 		component: component, eventType: e.Type, reason: e.Reason, message: e.Message}
 	for _, s := range []*string{&m.namespace, &m.pod.Namespace, &m.component, &m.eventType, &m.reason} {
-		str(s)
+		podcache.InternString(s)
 	}
 	return m
 }

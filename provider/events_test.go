@@ -18,6 +18,9 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 )
 
 // scheduledEvent is the event a member's scheduler records on the i-th pod
@@ -93,7 +96,7 @@ func BenchmarkCachedEventBytes(b *testing.B) {
 	}
 	var decoded, kept float64
 	for b.Loop() {
-		decoded, kept = heldDecoded(b, wire, StripManagedFields), heldDecoded(b, wire, MemberEventTransform)
+		decoded, kept = podcachetest.HeldDecoded(b, wire, podcache.StripManagedFields), podcachetest.HeldDecoded(b, wire, MemberEventTransform)
 	}
 	b.ReportMetric(decoded, "decoded-B/event")
 	b.ReportMetric(kept, "kept-B/event")

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/podcache"
 )
 
 // The harness runs flotilla's Provider under virtual-kubelet's real
@@ -100,23 +101,23 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: testNode})
 
 	// The caches hold what flotilla-node's hold (see podcache.go).
-	hostFactory := kube.NewFactory(w.host, kube.WithTransform(HostObjectTransform))
-	memberFactory := kube.NewFactory(w.member, kube.WithTransform(MemberPodTransform(testInstallation)))
+	hostFactory := kube.NewFactory(w.host, kube.WithTransform(podcache.HostObjectTransform))
+	memberFactory := kube.NewFactory(w.member, kube.WithTransform(podcache.MemberPodTransform(testInstallation)))
 	// As in flotilla-node, the process's host pod informer watches the
 	// pods bound to its node (the fake ignores the field selector; tests
 	// bind every pod to testNode), and the node sees it through
 	// NodePodInformer.
 	var podStore cache.Store
 	podFactory := kube.NewFactory(w.host,
-		kube.WithTransform(HostPodsTransform([]string{testNode}, func() cache.Store { return podStore })),
+		kube.WithTransform(podcache.HostPodsTransform([]string{testNode}, func() cache.Store { return podStore })),
 		kube.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = HostPodSelector([]string{testNode})
+			o.FieldSelector = podcache.HostPodSelector([]string{testNode})
 		}))
-	if err := IndexHostPodsByNode(podFactory.Pods()); err != nil {
+	if err := podcache.IndexHostPodsByNode(podFactory.Pods()); err != nil {
 		t.Fatal(err)
 	}
 	podStore = podFactory.Pods().Informer().GetStore()
-	podInformer := NodePodInformer(podFactory.Pods(), testNode)
+	podInformer := podcache.NodePodInformer(podFactory.Pods(), testNode)
 	if cfg.hostPods != nil {
 		podInformer = cfg.hostPods(podInformer)
 	}
@@ -149,7 +150,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	pc, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:                            w.host.CoreV1(),
-		PodInformer:                          PodInformerForVirtualKubelet(podInformer),
+		PodInformer:                          podcache.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder:                        recorder,
 		Provider:                             p,
 		PodEventFilterFunc:                   p.PodEventFilter,

@@ -17,6 +17,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -35,11 +36,11 @@ func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 }
 
 // whole returns the host pod virtual-kubelet handed the provider, as the
-// cache holds it when virtual-kubelet had only a view of it (vkView). It
+// cache holds it when virtual-kubelet had only a view of it (podcache.VirtualKubeletView). It
 // reports false when the cache no longer holds that pod: a view is then
 // all there is, and it must never be forwarded.
 func (p *Provider) whole(pod *corev1.Pod) (*corev1.Pod, bool) {
-	if !isView(pod) {
+	if !podcache.IsVirtualKubeletView(pod) {
 		return pod, true
 	}
 	host, err := p.hostPods.Pods(pod.Namespace).Get(pod.Name)
@@ -376,7 +377,7 @@ func shorterGrace(a, b *int64) bool {
 }
 
 // GetPod returns the member pod in host terms (see HostView), as the view
-// virtual-kubelet compares with the pods its lister gives it (vkView), or
+// virtual-kubelet compares with the pods its lister gives it (podcache.VirtualKubeletView), or
 // a NotFound error when this host pod has no member pod.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
 	t := p.target(namespace)
@@ -397,13 +398,13 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if member.HostUID != host.UID {
 		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
 	}
-	return vkView(HostView(host, member, t)), nil
+	return podcache.VirtualKubeletView(HostView(host, member, t)), nil
 }
 
 // orphanView names a member pod whose host pod is gone by its host
 // coordinates, so virtual-kubelet can ask for its deletion.
 func orphanView(m *memberpod.Pod) *corev1.Pod {
-	ns, name := hostKeyOf(m)
+	ns, name := podcache.HostKeyOf(m)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
@@ -433,7 +434,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	}
 	out := make([]*corev1.Pod, 0, len(members))
 	for _, m := range members {
-		ns, name := hostKeyOf(m)
+		ns, name := podcache.HostKeyOf(m)
 		host, err := p.hostPods.Pods(ns).Get(name)
 		if err != nil || host.UID != m.HostUID {
 			out = append(out, orphanView(m))

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -120,7 +121,7 @@ func (m *Metrics) memberPodCreated(node string, pod *corev1.Pod) {
 }
 
 func (m *Metrics) hostPodGone(obj any) {
-	if pod, ok := lastState(obj).(*corev1.Pod); ok && m != nil {
+	if pod, ok := podcache.LastState(obj).(*corev1.Pod); ok && m != nil {
 		m.hostSeen.Delete(pod.UID)
 		m.statusChanged.Delete(pod.Namespace + "/" + pod.Name)
 	}

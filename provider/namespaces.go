@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"flotilla.io/flotilla/internal/memberns"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -58,7 +59,7 @@ func newNamespaceMirror(e *env) (*namespaceMirror, error) {
 	// A member namespace we created whose host namespace is gone (deleted
 	// while flotilla-node was down) is found again from the member side.
 	enqueueMember := func(obj any) {
-		if ns, ok := lastState(obj).(*corev1.Namespace); ok && m.ours(ns) {
+		if ns, ok := podcache.LastState(obj).(*corev1.Namespace); ok && m.ours(ns) {
 			m.queue.Add(ns.Annotations[wellknown.HostNamespaceAnnotation])
 		}
 	}

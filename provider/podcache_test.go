@@ -1,3 +1,7 @@
+// This file tests that the pod caches keep what forwarding reads: a pod
+// translated, its dependencies, its status read back, from the cached
+// pods as from the whole ones.
+
 package provider
 
 import (
@@ -15,44 +19,14 @@ import (
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// richHostPod is an admitted host pod that uses every kind of reference
-// flotilla follows and much that it does not read once forwarded.
-func richHostPod() *corev1.Pod {
-	pod := admittedPod()
-	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
-	s := &pod.Spec
-	s.ServiceAccountName = "robot"
-	s.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "pull"}}
-	s.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}
-	s.Volumes = append(s.Volumes,
-		corev1.Volume{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "tls", Items: []corev1.KeyToPath{{Key: "crt", Path: "tls.crt"}}}}},
-		corev1.Volume{Name: "conf", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}, Optional: ptr.To(true)}}},
-		corev1.Volume{Name: "bundle", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "extra"}}},
-			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}},
-		}}}},
-		corev1.Volume{Name: "csi", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "csi-creds"}}}},
-		corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-		corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}},
-	)
-	c := &s.Containers[0]
-	c.Env = append(c.Env,
-		corev1.EnvVar{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}},
-		corev1.EnvVar{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
-	c.EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls"}, corev1.VolumeMount{Name: "data", MountPath: "/data"})
-	c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/ready"}}}
-	c.Command = []string{"/app", "--serve"}
-	s.InitContainers = []corev1.Container{{
-		Name: "proxy", Image: "proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}},
-		Env:       []corev1.EnvVar{{Name: "UPSTREAM", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "routes"}, Key: "up"}}}},
-	}}
-	s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 1, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}}
-	return pod
+// sameMap reports whether a and b are one map, not two equal ones.
+func sameMap(a, b map[string]string) bool {
+	return a != nil && b != nil && reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // admittedMemberPod is what the member holds for host once its admission
@@ -61,8 +35,8 @@ func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
 	m := ToMember(host, t)
 	m.UID, m.ResourceVersion = "m-1", "12"
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "flotilla-node", Operation: metav1.ManagedFieldsOperationUpdate}}
-	m.Spec.Volumes = append(m.Spec.Volumes, admittedPod().Spec.Volumes[0])
-	m.Spec.Containers[0].VolumeMounts = append(m.Spec.Containers[0].VolumeMounts, admittedPod().Spec.Containers[0].VolumeMounts[0])
+	m.Spec.Volumes = append(m.Spec.Volumes, podcachetest.AdmittedPod().Spec.Volumes[0])
+	m.Spec.Containers[0].VolumeMounts = append(m.Spec.Containers[0].VolumeMounts, podcachetest.AdmittedPod().Spec.Containers[0].VolumeMounts[0])
 	m.Spec.NodeName = "node-7"
 	m.Spec.SchedulerName = corev1.DefaultSchedulerName
 	m.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.0.5", QOSClass: corev1.PodQOSBurstable,
@@ -70,42 +44,15 @@ func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
 	return m
 }
 
-// transformedAs is what f makes of obj.
-func transformedAs[T any](t *testing.T, f cache.TransformFunc, obj any) T {
-	t.Helper()
-	out, err := f(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.(T)
-}
-
-func transformed(t *testing.T, f cache.TransformFunc, pod *corev1.Pod) *corev1.Pod {
-	t.Helper()
-	return transformedAs[*corev1.Pod](t, f, pod.DeepCopy())
-}
-
-// transformedMember is transformed by a member pod transform.
-func transformedMember(t *testing.T, f cache.TransformFunc, pod *corev1.Pod) *memberpod.Pod {
-	t.Helper()
-	return transformedAs[*memberpod.Pod](t, f, pod.DeepCopy())
-}
-
-// transformedAgain is what f makes of what it made already: the same.
-func transformedAgain(t *testing.T, f cache.TransformFunc, m *memberpod.Pod) *memberpod.Pod {
-	t.Helper()
-	return transformedAs[*memberpod.Pod](t, f, m)
-}
-
 // A forwarded member pod is cached with much less, and nothing flotilla
 // reads of it changes: its dependencies, its requests on its node, what
 // HostView shows of it, its status and identity.
 func TestMemberPodTransform(t *testing.T) {
 	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
-	host := richHostPod()
+	host := podcachetest.RichHostPod()
 	member := admittedMemberPod(host, target)
-	transform := MemberPodTransform(testInstallation)
-	cached := transformedMember(t, transform, member)
+	transform := podcache.MemberPodTransform(testInstallation)
+	cached := podcachetest.TransformedMember(t, transform, member)
 
 	if cached.ManagedFields != nil {
 		t.Error("managed fields kept")
@@ -122,8 +69,8 @@ func TestMemberPodTransform(t *testing.T) {
 		t.Errorf("HostView (-pod +cached):\n%s", d)
 	}
 	// The host pod's name is left out when it is the member pod's own
-	// (dropOwnHostName), and read back by hostKeyOf.
-	if ns, name := hostKeyOf(cached); ns != host.Namespace || name != host.Name {
+	// (dropOwnHostName), and read back by podcache.HostKeyOf.
+	if ns, name := podcache.HostKeyOf(cached); ns != host.Namespace || name != host.Name {
 		t.Errorf("host pod of the cached member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
 	}
 	// The host UID is a field of its own, not a label.
@@ -140,7 +87,7 @@ func TestMemberPodTransform(t *testing.T) {
 	// the name.
 	adopted := member.DeepCopy()
 	adopted.Name = "legacy-web-0"
-	if ns, name := hostKeyOf(transformedMember(t, transform, adopted)); ns != host.Namespace || name != host.Name {
+	if ns, name := podcache.HostKeyOf(podcachetest.TransformedMember(t, transform, adopted)); ns != host.Namespace || name != host.Name {
 		t.Errorf("host pod of an adopted member pod: %s/%s, want %s/%s", ns, name, host.Namespace, host.Name)
 	}
 	if d := cmp.Diff(member.Status, cached.Status); d != "" {
@@ -156,27 +103,27 @@ func TestMemberPodTransform(t *testing.T) {
 	}
 	// A Deployment's plain pod, mostly metadata and status, loses a
 	// quarter: its token volume, mounts and defaults.
-	plain := admittedMemberPod(admittedPod(), target)
+	plain := admittedMemberPod(podcachetest.AdmittedPod(), target)
 	plain.ManagedFields = nil
-	if before, after := plain.Size(), transformedMember(t, transform, plain).AsPod().Size(); after*4 > before*3 {
+	if before, after := plain.Size(), podcachetest.TransformedMember(t, transform, plain).AsPod().Size(); after*4 > before*3 {
 		t.Errorf("cached plain member pod is %d bytes of %d: no more than three quarters should be kept", after, before)
 	} else {
 		t.Logf("plain member pod %d bytes, cached %d", before, after)
 	}
-	if d := cmp.Diff(cached, transformedAgain(t, transform, cached)); d != "" {
+	if d := cmp.Diff(cached, podcachetest.TransformedAgain(t, transform, cached)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 
 	// Pods flotilla did not forward, the member's own and another
 	// installation's, keep what the fit model counts and what tells
 	// whose they are; see TestForeignMemberPodsKeepWhatIsCounted.
-	own := admittedPod()
+	own := podcachetest.AdmittedPod()
 	own.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-	kept := transformedMember(t, transform, own)
+	kept := podcachetest.TransformedMember(t, transform, own)
 	if d := cmp.Diff(resourcehelper.PodRequests(own, opts), resourcehelper.PodRequests(kept.AsPod(), opts)); d != "" {
 		t.Errorf("a member's own pod's requests (-pod +cached):\n%s", d)
 	}
-	other := transformedMember(t, MemberPodTransform("another-installation"), member)
+	other := podcachetest.TransformedMember(t, podcache.MemberPodTransform("another-installation"), member)
 	otherLabels := maps.Clone(pm.Labels)
 	delete(otherLabels, wellknown.HostUIDLabel)
 	if d := cmp.Diff(otherLabels, other.Labels); d != "" || other.HostUID != host.UID {
@@ -223,8 +170,8 @@ func TestMemberPodTransform(t *testing.T) {
 // host's token volume other than the token, and its mounts.
 func TestHostPodTransform(t *testing.T) {
 	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
-	host := richHostPod()
-	cached := transformed(t, HostPodTransform, host)
+	host := podcachetest.RichHostPod()
+	cached := podcachetest.Transformed(t, podcache.HostPodTransform, host)
 
 	if cached.ManagedFields != nil {
 		t.Error("managed fields kept")
@@ -235,7 +182,7 @@ func TestHostPodTransform(t *testing.T) {
 	if d := cmp.Diff(podDependencies(&host.Spec, nil), podDependencies(&cached.Spec, nil), cmp.AllowUnexported(dependency{}, objectRef{}, usage{})); d != "" {
 		t.Errorf("dependencies (-pod +cached):\n%s", d)
 	}
-	if !podsEffectivelyEqual(vkView(transformed(t, StripManagedFields, host)), vkView(cached)) {
+	if !podcachetest.PodsEffectivelyEqual(podcache.VirtualKubeletView(podcachetest.Transformed(t, podcache.StripManagedFields, host)), podcache.VirtualKubeletView(cached)) {
 		t.Error("virtual-kubelet's view changed")
 	}
 	if d := cmp.Diff(host.Status, cached.Status); d != "" {
@@ -250,7 +197,7 @@ func TestHostPodTransform(t *testing.T) {
 			t.Error("token volume mount kept")
 		}
 	}
-	if d := cmp.Diff(cached, transformed(t, HostPodTransform, cached)); d != "" {
+	if d := cmp.Diff(cached, podcachetest.Transformed(t, podcache.HostPodTransform, cached)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 }
@@ -261,16 +208,16 @@ func TestHostPodTransform(t *testing.T) {
 // sees is unchanged.
 func TestResourcesInterned(t *testing.T) {
 	withRequests := func(cpu, memory string) *corev1.Pod {
-		p := richHostPod()
+		p := podcachetest.RichHostPod()
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{
 			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
 		return p
 	}
-	a := transformed(t, HostPodTransform, withRequests("100m", "128Mi"))
-	b := transformed(t, HostPodTransform, withRequests("0.1", "128Mi")) // the same amount, written otherwise
-	member := transformedMember(t, MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
+	a := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("100m", "128Mi"))
+	b := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("0.1", "128Mi")) // the same amount, written otherwise
+	member := podcachetest.TransformedMember(t, podcache.MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
 		Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation})).AsPod()
-	other := transformed(t, HostPodTransform, withRequests("200m", "128Mi"))
+	other := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("200m", "128Mi"))
 	req := func(p *corev1.Pod) corev1.ResourceList { return p.Spec.Containers[0].Resources.Requests }
 	if !sameList(req(a), req(b)) || !sameList(req(a), req(member)) {
 		t.Error("pods asking for the same hold separate lists")
@@ -309,18 +256,18 @@ func quantitiesEqual(a, b corev1.ResourceList) bool {
 // adopted since (not trimmed) is not taken for a trimmed one.
 func TestMemberPodVersionsShare(t *testing.T) {
 	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
-	member := admittedMemberPod(richHostPod(), target)
+	member := admittedMemberPod(podcachetest.RichHostPod(), target)
 	member.Generation = 1
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	transform := MemberPodsTransform(testInstallation, func() cache.Store { return store })
-	first := transformedMember(t, transform, member)
+	transform := podcache.MemberPodsTransform(testInstallation, func() cache.Store { return store })
+	first := podcachetest.TransformedMember(t, transform, member)
 	if err := store.Add(first); err != nil {
 		t.Fatal(err)
 	}
 	next := member.DeepCopy()
 	next.ResourceVersion, next.Status.Phase = "13", corev1.PodSucceeded
-	got := transformedMember(t, transform, next)
-	if d := cmp.Diff(transformedMember(t, MemberPodTransform(testInstallation), next), got); d != "" {
+	got := podcachetest.TransformedMember(t, transform, next)
+	if d := cmp.Diff(podcachetest.TransformedMember(t, podcache.MemberPodTransform(testInstallation), next), got); d != "" {
 		t.Errorf("a status update reads differently (-transform alone +shared):\n%s", d)
 	}
 	if got.Spec != first.Spec || !sameMap(got.Labels, first.Labels) || !sameMap(got.Annotations, first.Annotations) {
@@ -331,11 +278,11 @@ func TestMemberPodVersionsShare(t *testing.T) {
 	// is ours since an adoption.
 	own := member.DeepCopy()
 	delete(own.Labels, wellknown.InstallationLabel)
-	if err := store.Update(transformedMember(t, transform, own)); err != nil {
+	if err := store.Update(podcachetest.TransformedMember(t, transform, own)); err != nil {
 		t.Fatal(err)
 	}
-	adopted := transformedMember(t, transform, member)
-	if d := cmp.Diff(transformedMember(t, MemberPodTransform(testInstallation), member), adopted); d != "" {
+	adopted := podcachetest.TransformedMember(t, transform, member)
+	if d := cmp.Diff(podcachetest.TransformedMember(t, podcache.MemberPodTransform(testInstallation), member), adopted); d != "" {
 		t.Errorf("an adopted pod is cached otherwise than the transform alone makes it (-alone +shared):\n%s", d)
 	}
 }
@@ -348,12 +295,12 @@ func TestMemberPodVersionsShare(t *testing.T) {
 // member with thousands of its own pods cost every flotilla-node their
 // full size.
 func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
-	transform := MemberPodTransform(testInstallation)
-	pod := nativePod(1)
+	transform := podcache.MemberPodTransform(testInstallation)
+	pod := podcachetest.NativePod(1)
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	pod.DeletionTimestamp = ptr.To(metav1.Now())
 	want := pod.DeepCopy()
-	got := transformedMember(t, transform, pod)
+	got := podcachetest.TransformedMember(t, transform, pod)
 
 	opts := resourcehelper.PodResourcesOptions{}
 	if d := cmp.Diff(resourcehelper.PodRequests(want, opts), resourcehelper.PodRequests(got.AsPod(), opts)); d != "" {
@@ -378,13 +325,13 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 			t.Errorf("container %s kept what nothing reads: %+v", c.Name, c)
 		}
 	}
-	if d := cmp.Diff(got, transformedAgain(t, transform, got)); d != "" {
+	if d := cmp.Diff(got, podcachetest.TransformedAgain(t, transform, got)); d != "" {
 		t.Errorf("not idempotent (-once +twice):\n%s", d)
 	}
 
 	// Two replicas, decoded apart, on one node, share their labels and
 	// spec.
-	a, b := transformedMember(t, transform, nativePod(2)), transformedMember(t, transform, nativePod(5))
+	a, b := podcachetest.TransformedMember(t, transform, podcachetest.NativePod(2)), podcachetest.TransformedMember(t, transform, podcachetest.NativePod(5))
 	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
 		t.Error("two replicas' equal labels are two maps")
 	}
@@ -394,8 +341,8 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 	// The fit model counts them as it counted the whole pods.
 	whole, trimmed := fit.NewUsage(nil), fit.NewUsage(nil)
 	for i := range 4 {
-		whole.Set(nativePod(i))
-		m := transformedMember(t, transform, nativePod(i))
+		whole.Set(podcachetest.NativePod(i))
+		m := podcachetest.TransformedMember(t, transform, podcachetest.NativePod(i))
 		trimmed.SetOf(&m.ObjectMeta, m.Spec, m.Status.Phase)
 	}
 	for _, node := range []string{"member-node-0", "member-node-1", "member-node-2"} {
@@ -404,45 +351,5 @@ func TestForeignMemberPodsKeepWhatIsCounted(t *testing.T) {
 		if d := cmp.Diff(w, g); d != "" {
 			t.Errorf("usage of %s (-whole +cached):\n%s", node, d)
 		}
-	}
-}
-
-// TestMemberNodesKeepWhatTheVirtualNodeReads: a member node is cached with
-// what the virtual node is built from, and the same virtual node comes of
-// it; a kubelet's image list, volumes, addresses, system info and
-// annotations are dropped. Before, member nodes were cached whole.
-func TestMemberNodesKeepWhatTheVirtualNodeReads(t *testing.T) {
-	transform := MemberPodTransform(testInstallation)
-	node := kubeletNode(7)
-	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-	node.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
-	want := node.DeepCopy()
-	out, err := transform(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := out.(*corev1.Node)
-	if got.Name != want.Name || got.UID != want.UID || got.ResourceVersion != want.ResourceVersion {
-		t.Errorf("identity: %s %s %s", got.Name, got.UID, got.ResourceVersion)
-	}
-	for what, d := range map[string]string{
-		"labels":      cmp.Diff(want.Labels, got.Labels),
-		"taints":      cmp.Diff(want.Spec.Taints, got.Spec.Taints),
-		"allocatable": cmp.Diff(want.Status.Allocatable, got.Status.Allocatable),
-		"capacity":    cmp.Diff(want.Status.Capacity, got.Status.Capacity),
-		"conditions":  cmp.Diff(want.Status.Conditions, got.Status.Conditions),
-	} {
-		if d != "" {
-			t.Errorf("%s (-node +cached):\n%s", what, d)
-		}
-	}
-	if got.Annotations != nil || got.ManagedFields != nil || got.Status.Images != nil || got.Status.VolumesAttached != nil ||
-		got.Status.Addresses != nil || got.Status.NodeInfo != (corev1.NodeSystemInfo{}) || got.Spec.PodCIDRs != nil {
-		t.Errorf("kept what nothing reads: %+v", got)
-	}
-	cordoned := kubeletNode(8)
-	cordoned.Spec.Unschedulable = true
-	if c, _ := transform(cordoned); !c.(*corev1.Node).Spec.Unschedulable {
-		t.Error("a cordoned node is cached as schedulable")
 	}
 }

@@ -22,6 +22,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -244,7 +245,7 @@ func (e *env) target(hostNamespace string) Target {
 // ours reports whether a member object was created by this virtual node of
 // this installation. Nothing else is ever updated or deleted.
 func (e *env) ours(obj any) bool {
-	m, ok := lastState(obj).(metav1.Object)
+	m, ok := podcache.LastState(obj).(metav1.Object)
 	if !ok {
 		return false
 	}
@@ -388,13 +389,4 @@ func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string
 		})
 	}
 	wg.Wait()
-}
-
-// lastState is what an informer's handler was given: the object, or for a
-// deletion the informer missed, the last state its tombstone holds.
-func lastState(obj any) any {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d.Obj
-	}
-	return obj
 }

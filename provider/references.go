@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/podspec"
 )
 
 // kindRank orders mirroring: Secrets first, because a ServiceAccount's image
@@ -110,7 +112,7 @@ func podDependencies(spec *corev1.PodSpec, saPullSecrets []corev1.LocalObjectRef
 				}
 			}
 		default:
-			c.add(kindSecret, volumePluginSecret(v.VolumeSource), u)
+			c.add(kindSecret, podspec.VolumePluginSecret(v.VolumeSource), u)
 		}
 	}
 	c.add(kindServiceAccount, spec.ServiceAccountName, usage{})
@@ -128,36 +130,6 @@ func allContainers(spec *corev1.PodSpec) iter.Seq[*corev1.Container] {
 			}
 		}
 	}
-}
-
-// volumePluginSecret is the Secret a volume plugin reads its credentials
-// from, in the pod's namespace, or "".
-func volumePluginSecret(v corev1.VolumeSource) string {
-	var ref *corev1.LocalObjectReference
-	switch {
-	case v.CSI != nil:
-		ref = v.CSI.NodePublishSecretRef
-	case v.FlexVolume != nil:
-		ref = v.FlexVolume.SecretRef
-	case v.ISCSI != nil:
-		ref = v.ISCSI.SecretRef
-	case v.RBD != nil:
-		ref = v.RBD.SecretRef
-	case v.CephFS != nil:
-		ref = v.CephFS.SecretRef
-	case v.Cinder != nil:
-		ref = v.Cinder.SecretRef
-	case v.ScaleIO != nil:
-		ref = v.ScaleIO.SecretRef
-	case v.StorageOS != nil:
-		ref = v.StorageOS.SecretRef
-	case v.AzureFile != nil:
-		return v.AzureFile.SecretName
-	}
-	if ref == nil {
-		return ""
-	}
-	return ref.Name
 }
 
 // collector groups usages by object, in the order objects first appear.

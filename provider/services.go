@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -58,7 +59,7 @@ func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
 		return nil, err
 	}
 	onMember := func(obj any) {
-		if s, ok := lastState(obj).(*corev1.Service); ok && e.ours(s) {
+		if s, ok := podcache.LastState(obj).(*corev1.Service); ok && e.ours(s) {
 			m.queue.Add(s.Annotations[wellknown.HostNamespaceAnnotation] + "/" + s.Annotations[wellknown.HostNameAnnotation])
 		}
 	}

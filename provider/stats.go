@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -285,7 +286,7 @@ func unsampledPod(member *memberpod.Pod) (podSample, bool) {
 
 // hostIdentity is the host pod a member pod stands for.
 func hostIdentity(member *memberpod.Pod) (podSample, bool) {
-	ns, name := hostKeyOf(member)
+	ns, name := podcache.HostKeyOf(member)
 	p := podSample{namespace: ns, name: name, uid: member.HostUID}
 	if p.namespace == "" || p.name == "" || p.uid == "" {
 		return podSample{}, false

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -131,7 +132,7 @@ func memberPod(ns, name, hostNS, hostName, uid string, start time.Time, containe
 func podLister(t *testing.T, pods ...*corev1.Pod) memberpod.Lister {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	transform := MemberPodTransform("host-1")
+	transform := podcache.MemberPodTransform("host-1")
 	for _, p := range pods {
 		obj, err := transform(p.DeepCopy())
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 )
 
@@ -21,7 +22,7 @@ func (p *Provider) memberPodChanged(obj any) {
 	if !ok {
 		return
 	}
-	ns, name := hostKeyOf(m)
+	ns, name := podcache.HostKeyOf(m)
 	if ns == "" || name == "" {
 		return
 	}

@@ -42,6 +42,7 @@ import (
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
@@ -161,22 +162,22 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	cfg := a.cfg
 	ctx, stop := context.WithCancelCause(ctx)
 	// Member pods this installation forwarded are cached with only what
-	// flotilla reads of them; see provider.MemberPodTransform.
+	// flotilla reads of them; see podcache.MemberPodTransform.
 	var memberPodStore cache.Store // set before the informer starts
 	memberInformers := kube.NewFactory(cfg.MemberClient,
-		kube.WithTransform(provider.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
+		kube.WithTransform(podcache.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
 	memberPodStore = memberInformers.Pods().Informer().GetStore()
-	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform))
+	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(podcache.HostObjectTransform))
 	// One informer watches the host pods of every virtual node of the
-	// process; each node sees its own through provider.NodePodInformer.
+	// process; each node sees its own through podcache.NodePodInformer.
 	var names []string
 	for _, vc := range cfg.VirtualClusters {
 		names = append(names, vc.Name)
 	}
 	var hostPodStore cache.Store // set before the informer starts
 	hostPodInformers := kube.NewFactory(cfg.HostClient,
-		kube.WithTransform(provider.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
-		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
+		kube.WithTransform(podcache.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podcache.HostPodSelector(names) }))
 	hostPods := hostPodInformers.Pods()
 	hostPodStore = hostPods.Informer().GetStore()
 	factories := []*kube.Factory{memberInformers, hostInformers, hostPodInformers}
@@ -202,7 +203,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	hostNodeInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform),
+	hostNodeInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(podcache.HostObjectTransform),
 		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = own.String() }))
 	factories = append(factories, hostNodeInformers)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
@@ -225,7 +226,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	health := newSharedHealth(check, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
 	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
 	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
-	if err := provider.IndexHostPodsByNode(hostPods); err != nil {
+	if err := podcache.IndexHostPodsByNode(hostPods); err != nil {
 		return err
 	}
 	// One count of what the member's pods request, however many virtual
@@ -236,7 +237,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	var vns []*virtualNode
 	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, memberPods, hostInformers, provider.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
+		vn, err := newVirtualNode(cfg, vc, memberInformers, memberPods, hostInformers, podcache.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
 		if err != nil {
 			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
@@ -354,7 +355,7 @@ func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member *kube.Factory
 	}
 	podCtl, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:     cfg.HostClient.CoreV1(),
-		PodInformer:   provider.PodInformerForVirtualKubelet(podInformer),
+		PodInformer:   podcache.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder: quietSuccess{recorder},
 		Provider:      pods,
 		// The informer only holds this node's pods; the filter spares

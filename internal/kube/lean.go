@@ -170,7 +170,7 @@ func fieldsIn(b []byte, from, to int, f func(num protowire.Number, sp span) bool
 // again for the next frame: client-go's watch decoder (rest/watch.Decoder)
 // decodes the object before it reads on, and nothing else decodes watch
 // events. flotilla-node watches only through informers, which drop the
-// managed fields (provider.StripManagedFields): they are dropped from the
+// managed fields (podcache.StripManagedFields): they are dropped from the
 // frame before the object is decoded, which spares decoding them, a
 // third of a pod's bytes.
 type leanEvents struct{ runtime.Serializer }

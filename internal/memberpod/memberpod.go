@@ -38,7 +38,7 @@ type Pod struct {
 
 // New is the Pod of pod as it is, the host UID label left in its labels:
 // for pods not read from the cache (the member pod cache takes the label
-// out, see provider.MemberPodsTransform). pod is not copied.
+// out, see podcache.MemberPodsTransform). pod is not copied.
 func New(pod *corev1.Pod) *Pod {
 	return &Pod{ObjectMeta: pod.ObjectMeta, HostUID: types.UID(pod.Labels[wellknown.HostUIDLabel]), Spec: &pod.Spec, Status: pod.Status}
 }

@@ -1,10 +1,11 @@
-package provider
+// This file measures what the caches hold per pod, node and event.
+
+package podcache
 
 import (
 	"fmt"
 	"maps"
 	"reflect"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -18,12 +19,12 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -68,14 +69,14 @@ func cachedPods(i int) (host, member *corev1.Pod) {
 			SchedulerName:                 corev1.DefaultSchedulerName,
 			Tolerations: append([]corev1.Toleration{
 				{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpEqual, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule},
-			}, defaultTolerations()...),
+			}, podcachetest.DefaultTolerations()...),
 			Priority:           ptr.To(int32(0)),
 			EnableServiceLinks: ptr.To(true),
 			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
 		},
 		Status: corev1.PodStatus{
 			Phase:      corev1.PodRunning,
-			Conditions: runningConditions(now),
+			Conditions: podcachetest.RunningConditions(now),
 			HostIP:     "10.0.0.1", HostIPs: []corev1.HostIP{{IP: "10.0.0.1"}},
 			PodIP: fmt.Sprintf("10.1.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.1.%d.%d", i/250, i%250)}},
 			StartTime: &now,
@@ -99,94 +100,6 @@ func cachedPods(i int) (host, member *corev1.Pod) {
 	member.Spec.NodeName = fmt.Sprintf("kwok-node-%d", i%3)
 	member.Spec.Tolerations = member.Spec.Tolerations[1:]
 	return host, member
-}
-
-// nativePod is the i-th replica of a member's own Deployment, which
-// flotilla did not forward, as the member's apiserver serves it once it
-// runs: an application container and a sidecar started as an init
-// container, with env, mounts, probes, requests and limits, a ConfigMap
-// and a token volume, the annotations of a templated chart, a running
-// status; three replicas started each second, spread over three nodes.
-func nativePod(i int) *corev1.Pod {
-	name := fmt.Sprintf("shop-api-7c9d8f6b5-%05d", i)
-	now := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, i/3, 0, time.UTC))
-	token := fmt.Sprintf("kube-api-access-%05d", i)
-	resources := func(cpu, mem string) corev1.ResourceRequirements {
-		return corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(mem)},
-		}
-	}
-	mounts := []corev1.VolumeMount{{Name: "config", MountPath: "/etc/shop"}, {Name: token, ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
-	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080), Scheme: corev1.URISchemeHTTP}},
-		PeriodSeconds: 10, TimeoutSeconds: 1, SuccessThreshold: 1, FailureThreshold: 3}
-	container := func(name, image string, r corev1.ResourceRequirements) corev1.Container {
-		return corev1.Container{
-			Name: name, Image: image, Resources: r, VolumeMounts: mounts,
-			Env: []corev1.EnvVar{{Name: "SHOP_ENV", Value: "production"}, {Name: "SHOP_REGION", Value: "hangzhou"}, {Name: "LOG_LEVEL", Value: "info"},
-				{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}}},
-			Ports:                  []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
-			LivenessProbe:          probe,
-			ReadinessProbe:         probe,
-			TerminationMessagePath: "/dev/termination-log", TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-			ImagePullPolicy: corev1.PullIfNotPresent,
-		}
-	}
-	sidecar := container("proxy", "registry.example/mesh/proxy:1.24.3", resources("100m", "128Mi"))
-	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, GenerateName: "shop-api-7c9d8f6b5-", Namespace: "shop", UID: types.UID(fmt.Sprintf("5b4a3c2d-1e0f-4a9b-8c7d-%012d", i)),
-			ResourceVersion: fmt.Sprint(200000 + i), Generation: 1, CreationTimestamp: now,
-			Labels: map[string]string{"app.kubernetes.io/name": "shop-api", "app.kubernetes.io/instance": "shop", "app.kubernetes.io/version": "2.14.1", "pod-template-hash": "7c9d8f6b5"},
-			Annotations: map[string]string{"checksum/config": "4f1c2a9e8d7b6c5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a",
-				"prometheus.io/scrape": "true", "prometheus.io/port": "8080", "kubectl.kubernetes.io/restartedAt": "2026-11-20T08:00:00Z"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "shop-api-7c9d8f6b5",
-				UID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-		},
-		Spec: corev1.PodSpec{
-			Volumes: []corev1.Volume{
-				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shop-api"}, DefaultMode: ptr.To(int32(420))}}},
-				{Name: token, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-					Sources: []corev1.VolumeProjection{
-						{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{ExpirationSeconds: ptr.To(int64(3607)), Path: "token"}},
-						{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-					}, DefaultMode: ptr.To(int32(420))}}},
-			},
-			InitContainers:                []corev1.Container{sidecar},
-			Containers:                    []corev1.Container{container("api", "registry.example/shop/api:2.14.1", resources("500m", "512Mi"))},
-			RestartPolicy:                 corev1.RestartPolicyAlways,
-			TerminationGracePeriodSeconds: ptr.To(int64(30)),
-			DNSPolicy:                     corev1.DNSClusterFirst,
-			ServiceAccountName:            "shop-api",
-			DeprecatedServiceAccount:      "shop-api",
-			NodeName:                      fmt.Sprintf("member-node-%d", i%3),
-			SecurityContext:               &corev1.PodSecurityContext{},
-			SchedulerName:                 corev1.DefaultSchedulerName,
-			Tolerations:                   defaultTolerations(),
-			Priority:                      ptr.To(int32(0)),
-			EnableServiceLinks:            ptr.To(true),
-			PreemptionPolicy:              ptr.To(corev1.PreemptLowerPriority),
-		},
-		Status: corev1.PodStatus{
-			Phase:      corev1.PodRunning,
-			Conditions: runningConditions(now),
-			HostIP:     "10.0.0.2", HostIPs: []corev1.HostIP{{IP: "10.0.0.2"}},
-			PodIP: fmt.Sprintf("10.2.%d.%d", i/250, i%250), PodIPs: []corev1.PodIP{{IP: fmt.Sprintf("10.2.%d.%d", i/250, i%250)}},
-			StartTime: &now,
-			InitContainerStatuses: []corev1.ContainerStatus{{
-				Name: "proxy", Ready: true, Started: ptr.To(true), Image: "registry.example/mesh/proxy:1.24.3", ImageID: "registry.example/mesh/proxy@sha256:0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
-				ContainerID: fmt.Sprintf("containerd://%064d", 2*i),
-				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-			}},
-			ContainerStatuses: []corev1.ContainerStatus{{
-				Name: "api", Ready: true, Started: ptr.To(true), Image: "registry.example/shop/api:2.14.1", ImageID: "registry.example/shop/api@sha256:9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e3d2c1b0a9f8e",
-				ContainerID: fmt.Sprintf("containerd://%064d", 2*i+1),
-				State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-			}},
-			QOSClass: corev1.PodQOSBurstable,
-		},
-	}
 }
 
 // kubeletNode is the i-th node of a member as its kubelet reports it: the
@@ -261,7 +174,7 @@ func BenchmarkCachedNodeBytes(b *testing.B) {
 // of a flotilla-node.
 func BenchmarkCachedForeignPodBytes(b *testing.B) {
 	benchmarkMemberHeld(b, 2000, "foreign-B/pod", func(i int) kruntime.Object {
-		p := nativePod(i)
+		p := podcachetest.NativePod(i)
 		p.APIVersion, p.Kind = "v1", "Pod"
 		return p
 	})
@@ -283,28 +196,9 @@ func benchmarkMemberHeld(b *testing.B, n int, unit string, obj func(int) kruntim
 	memberT := MemberPodTransform("host-1")
 	var held float64
 	for b.Loop() {
-		held = heldDecoded(b, wire, memberT)
+		held = podcachetest.HeldDecoded(b, wire, memberT)
 	}
 	b.ReportMetric(held, unit)
-}
-
-// defaultTolerations are those the apiserver gives every pod.
-func defaultTolerations() []corev1.Toleration {
-	return []corev1.Toleration{
-		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
-	}
-}
-
-// runningConditions are the conditions of a pod running since now.
-func runningConditions(now metav1.Time) []corev1.PodCondition {
-	return []corev1.PodCondition{
-		{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
 }
 
 // cachedPodsWire is n forwarded pods as a watch delivers them: the host
@@ -335,12 +229,12 @@ func BenchmarkCachedPodBytes(b *testing.B) {
 	memberT := MemberPodTransform("host-1")
 	var host, member, both float64
 	for b.Loop() {
-		host, member = heldDecoded(b, wire[0], hostT), heldDecoded(b, wire[1], memberT)
+		host, member = podcachetest.HeldDecoded(b, wire[0], hostT), podcachetest.HeldDecoded(b, wire[1], memberT)
 		// Both sides of each pod, member first as a burst brings them,
 		// with no container statuses of another run to share.
 		containerStatuses.reset()
 		decoded := 0
-		both = heldDecoded(b, slices.Concat(wire[1], wire[0]), func(obj any) (any, error) {
+		both = podcachetest.HeldDecoded(b, slices.Concat(wire[1], wire[0]), func(obj any) (any, error) {
 			if decoded++; decoded <= len(wire[1]) {
 				return memberT(obj)
 			}
@@ -357,31 +251,6 @@ func (t *table[V]) reset() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.m = nil
-}
-
-// heldDecoded reports the heap bytes that each object decoded from wire
-// and transformed by t holds, as an informer's store would keep it.
-func heldDecoded(b *testing.B, wire [][]byte, t cache.TransformFunc) float64 {
-	codec := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	kept := make([]any, 0, len(wire))
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for _, data := range wire {
-		obj, _, err := codec.Decode(data, nil, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		o, err := t(obj)
-		if err != nil {
-			b.Fatal(err)
-		}
-		kept = append(kept, o)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	runtime.KeepAlive(kept)
-	return (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(len(wire))
 }
 
 // TestTransformsShareWhatPodsShare: two pods of one workload, decoded
@@ -494,7 +363,7 @@ func TestTransformsShareWhatPodsShare(t *testing.T) {
 	if reflect.ValueOf(c.Annotations).UnsafePointer() != reflect.ValueOf(d.Annotations).UnsafePointer() {
 		t.Error("two member replicas' annotations are two maps")
 	}
-	if _, name := hostKeyOf(d); name != m2.Name {
+	if _, name := HostKeyOf(d); name != m2.Name {
 		t.Errorf("the second member pod stands for host pod %q, want %q", name, m2.Name)
 	}
 }

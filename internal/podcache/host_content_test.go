@@ -1,4 +1,6 @@
-package provider
+// This file tests the host object transform and the reads of data.
+
+package podcache
 
 import (
 	"context"
@@ -38,7 +40,7 @@ func TestHostObjectTransform(t *testing.T) {
 func TestHostContentsReadOncePerVersion(t *testing.T) {
 	api := map[string]*corev1.Secret{}
 	reads := 0
-	c := newHostContents(func(_ context.Context, ns, name string) (*corev1.Secret, error) {
+	c := NewHostContents(func(_ context.Context, ns, name string) (*corev1.Secret, error) {
 		reads++
 		return api[ns+"/"+name].DeepCopy(), nil
 	})
@@ -51,7 +53,7 @@ func TestHostContentsReadOncePerVersion(t *testing.T) {
 	}
 	read := func(cached *corev1.Secret) string {
 		t.Helper()
-		s, err := c.of(t.Context(), cached)
+		s, err := c.Of(t.Context(), cached)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +67,7 @@ func TestHostContentsReadOncePerVersion(t *testing.T) {
 	if got := read(v2); got != "b" || reads != 2 {
 		t.Errorf("a new version: %q with %d API reads, want b with 2", got, reads)
 	}
-	c.forget("u1")
+	c.Forget("u1")
 	if read(v2); reads != 3 {
 		t.Errorf("after forget: %d API reads, want 3", reads)
 	}

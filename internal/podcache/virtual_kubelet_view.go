@@ -1,4 +1,7 @@
-package provider
+// This file holds the host pod informer as virtual-kubelet's pod
+// controller gets it: views of pods, private copies of what it reads.
+
+package podcache
 
 import (
 	"maps"
@@ -12,7 +15,7 @@ import (
 )
 
 // PodInformerForVirtualKubelet is the host pod informer as virtual-kubelet's
-// pod controller must get it: its lister returns views (vkView), private
+// pod controller must get it: its lister returns views (VirtualKubeletView), private
 // copies of only what virtual-kubelet reads, and its event handlers are
 // called with views.
 //
@@ -77,10 +80,10 @@ func nothingToSync(old, cur *corev1.Pod) bool {
 func viewOf(obj any) any {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return vkView(o)
+		return VirtualKubeletView(o)
 	case cache.DeletedFinalStateUnknown:
 		if pod, ok := o.Obj.(*corev1.Pod); ok {
-			o.Obj = vkView(pod)
+			o.Obj = VirtualKubeletView(pod)
 		}
 		return o
 	}
@@ -106,7 +109,7 @@ type viewPodNamespaceLister struct {
 func (l viewPodNamespaceLister) Get(name string) (*corev1.Pod, error) {
 	pod, err := l.PodNamespaceLister.Get(name)
 	if pod != nil {
-		pod = vkView(pod)
+		pod = VirtualKubeletView(pod)
 	}
 	return pod, err
 }
@@ -116,7 +119,7 @@ func (l viewPodNamespaceLister) Get(name string) (*corev1.Pod, error) {
 // virtual-kubelet hands one back, and never forwards it.
 const viewMarker = "flotilla.io/virtual-kubelet-view"
 
-// vkView is a copy of pod with all of its metadata and status and, of its
+// VirtualKubeletView is a copy of pod with all of its metadata and status and, of its
 // spec, what virtual-kubelet reads: the restart policy, the node, and in
 // place of what it compares to decide on an update (containers, init and
 // ephemeral containers by name and image, the active deadline and the
@@ -140,7 +143,7 @@ const viewMarker = "flotilla.io/virtual-kubelet-view"
 // virtual-kubelet writes only top-level fields of a pod it was given
 // (resource version, phase, reason, message), which are the view's own,
 // and nothing writes into a cached pod's maps or slices.
-func vkView(pod *corev1.Pod) *corev1.Pod {
+func VirtualKubeletView(pod *corev1.Pod) *corev1.Pod {
 	s := &pod.Spec
 	v := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta, Status: pod.Status}
 	v.Spec = corev1.PodSpec{
@@ -205,5 +208,5 @@ func appendSized(b []byte, strs ...string) []byte {
 
 var viewKeys = table[[]corev1.Toleration]{limit: 1024}
 
-// isView reports whether pod is a view virtual-kubelet was handed.
-func isView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }
+// IsVirtualKubeletView reports whether pod is a view virtual-kubelet was handed.
+func IsVirtualKubeletView(pod *corev1.Pod) bool { return pod.Spec.SchedulerName == viewMarker }

@@ -1,4 +1,7 @@
-package provider
+// This file holds the transform of the host's Secret, ConfigMap and
+// ServiceAccount caches, and the reads of the data they leave out.
+
+package podcache
 
 import (
 	"context"
@@ -14,7 +17,7 @@ import (
 // ConfigMaps. A host cluster's Secrets include every Helm release (up to a
 // megabyte each) and every token of its own, and every flotilla-node
 // watches them all; it mirrors only the few its pods use, and reads their
-// data from the apiserver when it does (hostContents). Nothing may read
+// data from the apiserver when it does (HostContents). Nothing may read
 // data from these caches: a cached Secret without data is not an empty
 // Secret.
 func HostObjectTransform(obj any) (any, error) {
@@ -28,26 +31,26 @@ func HostObjectTransform(obj any) (any, error) {
 	return obj, nil
 }
 
-// hostContents reads the whole host objects whose cached copy is only
+// HostContents reads the whole host objects whose cached copy is only
 // metadata (HostObjectTransform), once per version: a pod burst that uses
 // one Secret reads it once, and a change to the Secret once more. What is
 // read is kept while it is the current version of an object in use: until
 // the cache shows a newer one, or forget.
-type hostContents[T metav1.Object] struct {
+type HostContents[T metav1.Object] struct {
 	get func(ctx context.Context, ns, name string) (T, error)
 
 	mu    sync.Mutex
 	byUID map[types.UID]T
 }
 
-func newHostContents[T metav1.Object](get func(ctx context.Context, ns, name string) (T, error)) *hostContents[T] {
-	return &hostContents[T]{get: get, byUID: map[types.UID]T{}}
+func NewHostContents[T metav1.Object](get func(ctx context.Context, ns, name string) (T, error)) *HostContents[T] {
+	return &HostContents[T]{get: get, byUID: map[types.UID]T{}}
 }
 
 // of is the whole object of which cached is the cache's copy. The
 // apiserver may return a newer version than the cache shows, or a new
 // object of the same name; either is what a mirror should copy.
-func (c *hostContents[T]) of(ctx context.Context, cached T) (T, error) {
+func (c *HostContents[T]) Of(ctx context.Context, cached T) (T, error) {
 	c.mu.Lock()
 	cur, ok := c.byUID[cached.GetUID()]
 	c.mu.Unlock()
@@ -70,7 +73,7 @@ func (c *hostContents[T]) of(ctx context.Context, cached T) (T, error) {
 }
 
 // forget drops what was read of an object the cache no longer has.
-func (c *hostContents[T]) forget(uid types.UID) {
+func (c *HostContents[T]) Forget(uid types.UID) {
 	c.mu.Lock()
 	delete(c.byUID, uid)
 	c.mu.Unlock()

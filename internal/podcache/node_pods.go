@@ -1,4 +1,7 @@
-package provider
+// This file holds the host pod informer of a process serving several
+// virtual nodes, and each node's share of it.
+
+package podcache
 
 import (
 	"time"
@@ -92,7 +95,7 @@ func (i nodePodInformer) Lister() corev1listers.PodLister {
 
 func onNode(node string) func(any) bool {
 	return func(obj any) bool {
-		pod, ok := lastState(obj).(*corev1.Pod)
+		pod, ok := LastState(obj).(*corev1.Pod)
 		return ok && pod.Spec.NodeName == node
 	}
 }

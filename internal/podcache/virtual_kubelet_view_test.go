@@ -1,4 +1,6 @@
-package provider
+// This file tests the views virtual-kubelet gets of host pods.
+
+package podcache
 
 import (
 	"context"
@@ -9,63 +11,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 )
-
-// admittedPod is a one-container pod as the apiserver stores it: defaulted,
-// with the service account token volume and the default tolerations.
-func admittedPod() *corev1.Pod {
-	seconds := ptr.To[int64](300)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web-7d4b9c-x2x9q", UID: types.UID("8a1c"), ResourceVersion: "7",
-			GenerateName: "web-7d4b9c-", Labels: map[string]string{"app": "web", "pod-template-hash": "7d4b9c"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d4b9c", UID: "1f", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
-		Spec: corev1.PodSpec{
-			Volumes: []corev1.Volume{{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-				DefaultMode: ptr.To[int32](420),
-				Sources: []corev1.VolumeProjection{
-					{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
-					{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-					{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
-				}}}}},
-			Containers: []corev1.Container{{
-				Name: "app", Image: "registry.k8s.io/pause:3.10",
-				Env: []corev1.EnvVar{{Name: "MODE", Value: "prod"}},
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("1m"), corev1.ResourceMemory: resource.MustParse("1Mi")}},
-				VolumeMounts:             []corev1.VolumeMount{{Name: "kube-api-access-abcde", ReadOnly: true, MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}},
-				TerminationMessagePath:   "/dev/termination-log",
-				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-				ImagePullPolicy:          corev1.PullIfNotPresent,
-			}},
-			RestartPolicy:                 corev1.RestartPolicyAlways,
-			TerminationGracePeriodSeconds: ptr.To[int64](30),
-			DNSPolicy:                     corev1.DNSClusterFirst,
-			ServiceAccountName:            "default",
-			NodeName:                      "beijing",
-			SecurityContext:               &corev1.PodSecurityContext{},
-			SchedulerName:                 corev1.DefaultSchedulerName,
-			Tolerations: []corev1.Toleration{
-				{Key: "virtual-kubelet.io/provider", Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule},
-				{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds},
-				{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds},
-			},
-			Priority:           ptr.To[int32](0),
-			EnableServiceLinks: ptr.To(true),
-			PreemptionPolicy:   ptr.To(corev1.PreemptLowerPriority),
-		},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, QOSClass: corev1.PodQOSBurstable,
-			ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
-	}
-}
 
 // TestVirtualKubeletGetsViews: virtual-kubelet gets views with what it
 // reads of a pod, and what it writes into one (its resource version and
@@ -73,7 +27,7 @@ func admittedPod() *corev1.Pod {
 // cache every other reader shares.
 func TestVirtualKubeletGetsViews(t *testing.T) {
 	inf := kube.NewFactory(fake.NewClientset()).Pods()
-	cached := admittedPod()
+	cached := podcachetest.AdmittedPod()
 	if err := inf.Informer().GetIndexer().Add(cached); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +35,7 @@ func TestVirtualKubeletGetsViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !isView(got) || isView(cached) {
+	if !IsVirtualKubeletView(got) || IsVirtualKubeletView(cached) {
 		t.Error("a view is not told from a pod")
 	}
 	if !cmp.Equal(got.ObjectMeta, cached.ObjectMeta) || !cmp.Equal(got.Status, cached.Status) {
@@ -103,9 +57,9 @@ func TestVirtualKubeletGetsViews(t *testing.T) {
 	}
 	// virtual-kubelet keeps a view of every pod: the views of a
 	// workload's pods share what stands for their containers.
-	twin := admittedPod()
+	twin := podcachetest.AdmittedPod()
 	twin.Name, twin.UID = "twin", "twin"
-	if a, b := vkView(cached).Spec.Tolerations, vkView(twin).Spec.Tolerations; &a[0] != &b[0] {
+	if a, b := VirtualKubeletView(cached).Spec.Tolerations, VirtualKubeletView(twin).Spec.Tolerations; &a[0] != &b[0] {
 		t.Error("the views of two pods with the same containers hold two arrays")
 	}
 }
@@ -142,67 +96,33 @@ func TestViewsDifferAsPodsDo(t *testing.T) {
 		"status":            {func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			a, b := admittedPod(), admittedPod()
+			a, b := podcachetest.AdmittedPod(), podcachetest.AdmittedPod()
 			tc.change(b)
 			if tc.differ && podsEqual(a, b) {
 				t.Fatal("virtual-kubelet's comparison of the pods finds them equal")
 			}
-			if differ := !podsEqual(vkView(a), vkView(b)); differ != tc.differ {
+			if differ := !podsEqual(VirtualKubeletView(a), VirtualKubeletView(b)); differ != tc.differ {
 				t.Errorf("views differ: %v, want %v", differ, tc.differ)
 			}
 		})
 	}
 }
 
-// TestViewIsNeverForwarded: the provider forwards a view's pod as the cache
-// holds it, whole; a view of a pod the cache no longer holds is not
-// forwarded at all.
-func TestViewIsNeverForwarded(t *testing.T) {
-	w := newHarness(t)
-	gone := boundPod("gone", func(p *corev1.Pod) {
-		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
-	})
-	if err := w.p.CreatePod(w.ctx, vkView(gone)); err != nil {
-		t.Fatal(err)
-	}
-	w.never("a view forwarded", 200*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "gone") })
-
-	w.createHostPod(boundPod("whole", func(p *corev1.Pod) {
-		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
-	}))
-	w.eventually("the pod forwarded", func() bool { return w.memberPodExists(testNamespace, "whole") })
-	m, err := w.memberPod(testNamespace, "whole")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if env := m.Spec.Containers[0].Env; len(env) != 1 || env[0].Value != "prod" || isView(m) {
-		t.Errorf("member pod forwarded from a view: env %v, scheduler %q", env, m.Spec.SchedulerName)
-	}
-}
-
-// podsEffectivelyEqual is virtual-kubelet v1.13's comparison of a pod with
-// the last version it synced (node/podcontroller.go), reproduced to measure
-// what it costs on what flotilla hands it.
-func podsEffectivelyEqual(p1, p2 *corev1.Pod) bool {
-	ignore := func(p cmp.Path) bool { return p.String() == "ObjectMeta.ResourceVersion" || p.String() == "Status" }
-	return cmp.Equal(p1, p2, cmp.FilterPath(ignore, cmp.Ignore()))
-}
-
 // BenchmarkVirtualKubeletComparison: virtual-kubelet's comparison at a
 // pod's deletion, on the whole pod and on a view of it.
 func BenchmarkVirtualKubeletComparison(b *testing.B) {
-	last := admittedPod()
-	deleted := admittedPod()
+	last := podcachetest.AdmittedPod()
+	deleted := podcachetest.AdmittedPod()
 	deleted.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	deleted.DeletionGracePeriodSeconds = ptr.To[int64](30)
 	for _, c := range []struct {
 		name       string
 		last, next *corev1.Pod
-	}{{"whole", last, deleted}, {"view", vkView(last), vkView(deleted)}} {
+	}{{"whole", last, deleted}, {"view", VirtualKubeletView(last), VirtualKubeletView(deleted)}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if podsEffectivelyEqual(c.last, c.next) {
+				if podcachetest.PodsEffectivelyEqual(c.last, c.next) {
 					b.Fatal("a deletion compared equal")
 				}
 			}
@@ -213,7 +133,7 @@ func BenchmarkVirtualKubeletComparison(b *testing.B) {
 // BenchmarkVirtualKubeletCopy: what virtual-kubelet keeps of every pod it
 // synced (B/op): a whole copy, and a view.
 func BenchmarkVirtualKubeletCopy(b *testing.B) {
-	pod := admittedPod()
+	pod := podcachetest.AdmittedPod()
 	b.Run("whole", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -223,7 +143,7 @@ func BenchmarkVirtualKubeletCopy(b *testing.B) {
 	b.Run("view", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = vkView(pod)
+			_ = VirtualKubeletView(pod)
 		}
 	})
 }
@@ -232,7 +152,7 @@ func BenchmarkVirtualKubeletCopy(b *testing.B) {
 // called with views of the host pods, tombstones included.
 func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	client := fake.NewClientset(admittedPod())
+	client := fake.NewClientset(podcachetest.AdmittedPod())
 	factory := kube.NewFactory(client)
 	inf := factory.Pods()
 	var mu sync.Mutex
@@ -243,7 +163,7 @@ func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if pod, ok := obj.(*corev1.Pod); ok && isView(pod) {
+		if pod, ok := obj.(*corev1.Pod); ok && IsVirtualKubeletView(pod) {
 			events = append(events, what)
 		} else {
 			events = append(events, what+" of a whole pod")
@@ -263,7 +183,7 @@ func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 		factory.Shutdown()
 	}()
 	cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced)
-	pod := admittedPod()
+	pod := podcachetest.AdmittedPod()
 	pod.Labels["tier"] = "front"
 	if _, err := client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -282,7 +202,7 @@ func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 	if err != nil || !slices.Equal(events, want) {
 		t.Errorf("handlers were called with %v, want %v", events, want)
 	}
-	if cached, _, _ := inf.Informer().GetStore().GetByKey("app/" + pod.Name); cached != nil && isView(cached.(*corev1.Pod)) {
+	if cached, _, _ := inf.Informer().GetStore().GetByKey("app/" + pod.Name); cached != nil && IsVirtualKubeletView(cached.(*corev1.Pod)) {
 		t.Error("the cache holds a view")
 	}
 }
@@ -303,7 +223,7 @@ func podsEqual(p1, p2 *corev1.Pod) bool {
 // update of a host pod, the bulk of its events, on whole pods and on the
 // views its handlers get (making the views included).
 func BenchmarkVirtualKubeletUpdateEvent(b *testing.B) {
-	old, cur := admittedPod(), admittedPod()
+	old, cur := podcachetest.AdmittedPod(), podcachetest.AdmittedPod()
 	cur.Status.Phase = corev1.PodSucceeded
 	b.Run("whole", func(b *testing.B) {
 		b.ReportAllocs()
@@ -330,7 +250,7 @@ func BenchmarkVirtualKubeletUpdateEvent(b *testing.B) {
 // apiserver gave no generation (before Kubernetes 1.33), which it
 // compares itself.
 func TestVirtualKubeletSeesUpdatesItSyncs(t *testing.T) {
-	base := admittedPod()
+	base := podcachetest.AdmittedPod()
 	base.Generation = 1
 	var called []string
 	h := viewHandler{cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, cur any) { called = append(called, cur.(*corev1.Pod).ResourceVersion) }}}

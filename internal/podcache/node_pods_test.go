@@ -1,4 +1,6 @@
-package provider
+// This file tests a virtual node's share of the host pod informer.
+
+package podcache
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 )
 
 // seen records the pods a handler was called for, by event.
@@ -48,7 +51,7 @@ func (s *seen) get() (added, updated, deleted []string) {
 }
 
 func podOn(ns, name, node string) *corev1.Pod {
-	p := admittedPod()
+	p := podcachetest.AdmittedPod()
 	p.Namespace, p.Name, p.UID, p.Spec.NodeName = ns, name, types.UID("uid-"+name), node
 	return p
 }
@@ -181,14 +184,14 @@ func testHostPodVersionsShare(t *testing.T, generations bool) {
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	transform := HostPodsTransform([]string{testNode}, func() cache.Store { return store })
 	version := func(rv string, generation int64, change func(*corev1.Pod)) (*corev1.Pod, *corev1.Pod) {
-		p := richHostPod()
+		p := podcachetest.RichHostPod()
 		p.Spec.NodeName, p.ResourceVersion = testNode, rv
 		if generations {
 			p.Generation = generation
 		}
 		p.Labels, p.Annotations = map[string]string{"app": "web"}, map[string]string{"team": "shop"}
 		change(p)
-		alone := transformed(t, HostPodTransform, p.DeepCopy())
+		alone := podcachetest.Transformed(t, HostPodTransform, p.DeepCopy())
 		out, err := transform(p)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,7 @@
-package provider
+// This file holds the tables that make what cached pods have in common
+// one value, shared by all of them.
+
+package podcache
 
 import (
 	"encoding/binary"
@@ -12,8 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"flotilla.io/flotilla/fit"
 )
 
 // The pods of one workload ask for the same resources, and every cached
@@ -28,7 +29,22 @@ func internList(l corev1.ResourceList) corev1.ResourceList {
 	if len(l) == 0 {
 		return l
 	}
-	return resourceLists.intern(fit.ListKey(l), l)
+	return resourceLists.intern(listKey(l), l)
+}
+
+// listKey names a resource list by its contents: names in order, each
+// with its quantity in canonical form, so that equal lists written
+// otherwise ("0.1" and "100m") have one key.
+func listKey(l corev1.ResourceList) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(l)) {
+		q := l[name]
+		b.WriteString(string(name))
+		b.WriteByte('=')
+		b.WriteString(q.String())
+		b.WriteByte(',')
+	}
+	return b.String()
 }
 
 // internResources makes the resource lists of a pod spec the shared ones.
@@ -227,7 +243,7 @@ func internStatuses(cs []corev1.ContainerStatus) []corev1.ContainerStatus {
 func equalStatuses(a, b []corev1.ContainerStatus) bool { return reflect.DeepEqual(a, b) }
 
 // str interns a string field.
-func str[S ~string](p *S) {
+func InternString[S ~string](p *S) {
 	if *p != "" {
 		*p = S(strs.intern(string(*p), string(*p)))
 	}
@@ -245,8 +261,8 @@ func internMeta(m *metav1.ObjectMeta, unique ...string) {
 // shares with prev, its cached version, what did not change
 // (shareUnchanged): that is interned already.
 func internMetaAfter(m, prev *metav1.ObjectMeta, unique ...string) {
-	str(&m.Namespace)
-	str(&m.GenerateName)
+	InternString(&m.Namespace)
+	InternString(&m.GenerateName)
 	if prev == nil || !sameMap(m.Labels, prev.Labels) {
 		m.Labels = internMap(&labelSets, m.Labels, unique)
 	}
@@ -286,9 +302,9 @@ func internMap(t *table[map[string]string], l map[string]string, unique []string
 	}
 	out := make(map[string]string, len(l))
 	for k, v := range l {
-		str(&k)
+		InternString(&k)
 		if !slices.Contains(unique, k) {
-			str(&v)
+			InternString(&v)
 		}
 		out[k] = v
 	}
@@ -299,13 +315,13 @@ func internMap(t *table[map[string]string], l map[string]string, unique []string
 // pod's spec has the same fields, most of them empty.
 func internSpec(s *corev1.PodSpec) {
 	internResources(s)
-	str(&s.NodeName)
-	str(&s.ServiceAccountName)
-	str(&s.DeprecatedServiceAccount)
-	str(&s.SchedulerName)
-	str(&s.RestartPolicy)
-	str(&s.DNSPolicy)
-	str(&s.PriorityClassName)
+	InternString(&s.NodeName)
+	InternString(&s.ServiceAccountName)
+	InternString(&s.DeprecatedServiceAccount)
+	InternString(&s.SchedulerName)
+	InternString(&s.RestartPolicy)
+	InternString(&s.DNSPolicy)
+	InternString(&s.PriorityClassName)
 	// The containers of a workload's pods are the same (a host pod's
 	// token mount is gone): their array is shared whole.
 	s.InitContainers = internContainers(s.InitContainers)
@@ -338,24 +354,24 @@ func internContainers(cs []corev1.Container) []corev1.Container {
 	}
 	for i := range cs {
 		c := &cs[i]
-		str(&c.Name)
-		str(&c.Image)
-		str(&c.ImagePullPolicy)
-		str(&c.TerminationMessagePath)
-		str(&c.TerminationMessagePolicy)
+		InternString(&c.Name)
+		InternString(&c.Image)
+		InternString(&c.ImagePullPolicy)
+		InternString(&c.TerminationMessagePath)
+		InternString(&c.TerminationMessagePolicy)
 	}
 	return internElems(&containers, cs)
 }
 
 // internStatus interns what pods share of their status.
 func internStatus(s *corev1.PodStatus) {
-	str(&s.Phase)
-	str(&s.QOSClass)
-	str(&s.HostIP)
+	InternString(&s.Phase)
+	InternString(&s.QOSClass)
+	InternString(&s.HostIP)
 	for i := range s.HostIPs {
-		str(&s.HostIPs[i].IP)
+		InternString(&s.HostIPs[i].IP)
 	}
-	str(&s.Reason)
+	InternString(&s.Reason)
 	if len(s.PodIPs) > 0 && s.PodIPs[0].IP == s.PodIP {
 		s.PodIPs[0].IP = s.PodIP
 	}
@@ -365,9 +381,9 @@ func internStatus(s *corev1.PodStatus) {
 		b := make([]byte, 0, 256)
 		for i := range s.Conditions {
 			c := &s.Conditions[i]
-			str(&c.Type)
-			str(&c.Status)
-			str(&c.Reason)
+			InternString(&c.Type)
+			InternString(&c.Status)
+			InternString(&c.Reason)
 			b = append(b, c.Type...)
 			b = append(b, 0)
 			b = append(b, c.Status...)
@@ -392,14 +408,14 @@ func internStatus(s *corev1.PodStatus) {
 		}
 		for i := range cs {
 			c := &cs[i]
-			str(&c.Name)
-			str(&c.Image)
-			str(&c.ImageID)
+			InternString(&c.Name)
+			InternString(&c.Image)
+			InternString(&c.ImageID)
 			if w := c.State.Waiting; w != nil {
-				str(&w.Reason)
+				InternString(&w.Reason)
 			}
 			if t := c.State.Terminated; t != nil {
-				str(&t.Reason)
+				InternString(&t.Reason)
 			}
 		}
 		// A host pod's container statuses are its member pod's, as
