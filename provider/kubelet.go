@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/transport/spdy"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/provider/stats"
 )
 
 // GetContainerLogs streams a container's logs from the member pod.
@@ -257,7 +259,7 @@ func (p *Provider) dialPortForward(u *url.URL) (httpstream.Connection, error) {
 // member's metrics.k8s.io API (ResourceMetrics).
 type Kubelet struct {
 	*Provider
-	*ResourceMetrics
+	*stats.ResourceMetrics
 }
 
 // KubeletAPI is what serves a virtual node's kubelet endpoint (the

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// client-go's work queue metrics, into legacyregistry (README,
 	// "Metrics"): named work queues report only once a provider is set.
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
@@ -48,6 +49,7 @@ import (
 	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/provider/stats"
 )
 
 type options struct {
@@ -301,13 +303,13 @@ func run() error {
 // kubelet returns what serves a virtual node's kubelet API: its provider for
 // logs, exec, attach and port-forward, and stats and resource metrics from
 // the member's metrics.k8s.io, never from its kubelets (see
-// provider.ResourceMetrics).
+// stats.ResourceMetrics).
 func kubelet(installation string, memberMetrics metricsclient.Interface) func(v1alpha1.VirtualCluster, *provider.Provider) (provider.KubeletAPI, error) {
 	return func(vc v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
-		metrics, err := provider.NewResourceMetrics(provider.ResourceMetricsConfig{
+		metrics, err := stats.NewResourceMetrics(stats.ResourceMetricsConfig{
 			NodeName:     vc.Name,
 			Installation: installation,
-			Metrics:      provider.MetricsAPI{Client: memberMetrics},
+			Metrics:      stats.MetricsAPI{Client: memberMetrics},
 			MemberPods:   p.MemberPods(),
 			NodeSelector: nodeconfig.Selector(vc),
 		})

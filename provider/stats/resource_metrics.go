@@ -1,4 +1,7 @@
-package provider
+// This file integrates the member's usage rates into the counters a
+// kubelet reports, for each container the virtual node forwarded.
+
+package stats
 
 import (
 	"context"
@@ -9,18 +12,12 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/virtual-kubelet/virtual-kubelet/trace"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
-	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
@@ -58,35 +55,6 @@ const counterStart = 1e-9
 // reported by the member is kept, so that a short gap in the member's
 // metrics does not restart it.
 const counterRetention = 5 * time.Minute
-
-// MemberMetrics reads the member's resource metrics API (metrics.k8s.io).
-type MemberMetrics interface {
-	PodMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error)
-	NodeMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.NodeMetrics, error)
-}
-
-// MetricsAPI is MemberMetrics over a metrics.k8s.io client of the member.
-type MetricsAPI struct{ Client metricsclient.Interface }
-
-var _ MemberMetrics = MetricsAPI{}
-
-// PodMetrics lists the usage of the member pods selector selects.
-func (m MetricsAPI) PodMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.PodMetrics, error) {
-	l, err := m.Client.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
-
-// NodeMetrics lists the usage of the member nodes selector selects.
-func (m MetricsAPI) NodeMetrics(ctx context.Context, selector labels.Selector) ([]metricsv1beta1.NodeMetrics, error) {
-	l, err := m.Client.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return nil, err
-	}
-	return l.Items, nil
-}
 
 // ResourceMetricsConfig holds what ResourceMetrics needs; all fields but
 // Installation, NodeSelector and Clock are required.
@@ -333,176 +301,4 @@ func containerStart(p *memberpod.Pod, container string) time.Time {
 		}
 	}
 	return time.Time{}
-}
-
-// GetStatsSummary returns the kubelet stats summary of the virtual node:
-// the node's CPU and memory, and those of the pods it forwarded.
-func (m *ResourceMetrics) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	ctx, span := trace.StartSpan(ctx, "provider.GetStatsSummary")
-	defer span.End()
-	snap, err := m.collect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return summary(m.cfg.NodeName, snap), nil
-}
-
-// GetMetricsResource returns the kubelet's /metrics/resource families for
-// the virtual node and the pods it forwarded.
-func (m *ResourceMetrics) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
-	ctx, span := trace.StartSpan(ctx, "provider.GetMetricsResource")
-	defer span.End()
-	snap, err := m.collect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return families(snap), nil
-}
-
-func summary(nodeName string, snap snapshot) *statsv1alpha1.Summary {
-	s := &statsv1alpha1.Summary{Node: statsv1alpha1.NodeStats{NodeName: nodeName}}
-	if n := snap.node; n != nil {
-		s.Node.CPU, s.Node.Memory = cpuStats(*n), memoryStats(*n)
-	}
-	s.Pods = []statsv1alpha1.PodStats{}
-	for _, p := range snap.pods {
-		ps := statsv1alpha1.PodStats{
-			PodRef:    statsv1alpha1.PodReference{Name: p.name, Namespace: p.namespace, UID: string(p.uid)},
-			StartTime: metav1.NewTime(p.start),
-		}
-		var total sample
-		sampled := false
-		for _, c := range p.containers {
-			cs := statsv1alpha1.ContainerStats{Name: c.name, StartTime: metav1.NewTime(c.start)}
-			if !c.sampled {
-				ps.Containers = append(ps.Containers, cs)
-				continue
-			}
-			sampled = true
-			cs.CPU, cs.Memory = cpuStats(c.sample), memoryStats(c.sample)
-			ps.Containers = append(ps.Containers, cs)
-			total.cpuRate += c.cpuRate
-			total.cpuSeconds += c.cpuSeconds
-			total.memoryBytes += c.memoryBytes
-			if c.at.After(total.at) {
-				total.at = c.at
-			}
-		}
-		if sampled {
-			ps.CPU, ps.Memory = cpuStats(total), memoryStats(total)
-		}
-		s.Pods = append(s.Pods, ps)
-	}
-	return s
-}
-
-func cpuStats(u sample) *statsv1alpha1.CPUStats {
-	return &statsv1alpha1.CPUStats{
-		Time:                 metav1.NewTime(u.at),
-		UsageNanoCores:       ptr.To(uint64(u.cpuRate * 1e9)),
-		UsageCoreNanoSeconds: ptr.To(uint64(u.cpuSeconds * 1e9)),
-	}
-}
-
-func memoryStats(u sample) *statsv1alpha1.MemoryStats {
-	return &statsv1alpha1.MemoryStats{Time: metav1.NewTime(u.at), WorkingSetBytes: ptr.To(u.memoryBytes)}
-}
-
-// Names and help of the kubelet's resource metrics, which metrics-server reads.
-const (
-	nodeCPUMetric            = "node_cpu_usage_seconds_total"
-	nodeMemoryMetric         = "node_memory_working_set_bytes"
-	podCPUMetric             = "pod_cpu_usage_seconds_total"
-	podMemoryMetric          = "pod_memory_working_set_bytes"
-	containerCPUMetric       = "container_cpu_usage_seconds_total"
-	containerMemoryMetric    = "container_memory_working_set_bytes"
-	containerStartTimeMetric = "container_start_time_seconds"
-)
-
-func families(snap snapshot) []*dto.MetricFamily {
-	nodeCPU := family(nodeCPUMetric, "[STABLE] Cumulative cpu time consumed by the node in core-seconds", dto.MetricType_COUNTER)
-	nodeMemory := family(nodeMemoryMetric, "[STABLE] Current working set of the node in bytes", dto.MetricType_GAUGE)
-	podCPU := family(podCPUMetric, "[STABLE] Cumulative cpu time consumed by the pod in core-seconds", dto.MetricType_COUNTER)
-	podMemory := family(podMemoryMetric, "[STABLE] Current working set of the pod in bytes", dto.MetricType_GAUGE)
-	containerCPU := family(containerCPUMetric, "[STABLE] Cumulative cpu time consumed by the container in core-seconds", dto.MetricType_COUNTER)
-	containerMemory := family(containerMemoryMetric, "[STABLE] Current working set of the container in bytes", dto.MetricType_GAUGE)
-	containerStart := family(containerStartTimeMetric, "[STABLE] Start time of the container since unix epoch in seconds", dto.MetricType_GAUGE)
-	if n := snap.node; n != nil {
-		add(nodeCPU, nil, n.cpuSeconds, n.at)
-		add(nodeMemory, nil, float64(n.memoryBytes), n.at)
-	}
-	for _, p := range snap.pods {
-		var cpu float64
-		var memory uint64
-		var at time.Time
-		sampled := false
-		for _, c := range p.containers {
-			l := labelPairs("namespace", p.namespace, "pod", p.name, "container", c.name)
-			if !c.sampled {
-				// Started since the member's last scrape: it has used next
-				// to no CPU yet, and its working set is unknown.
-				add(containerCPU, l, counterStart, c.start)
-				add(containerStart, l, float64(c.start.UnixNano())/1e9, c.start)
-				cpu += counterStart
-				at = latest(at, c.start)
-				continue
-			}
-			sampled = true
-			add(containerCPU, l, c.cpuSeconds, c.at)
-			add(containerMemory, l, float64(c.memoryBytes), c.at)
-			if !c.start.IsZero() {
-				add(containerStart, l, float64(c.start.UnixNano())/1e9, c.at)
-			}
-			cpu += c.cpuSeconds
-			memory += c.memoryBytes
-			at = latest(at, c.at)
-		}
-		l := labelPairs("namespace", p.namespace, "pod", p.name)
-		add(podCPU, l, cpu, at)
-		if sampled {
-			add(podMemory, l, float64(memory), at)
-		}
-	}
-	var out []*dto.MetricFamily
-	for _, f := range []*dto.MetricFamily{containerCPU, containerMemory, containerStart, nodeCPU, nodeMemory, podCPU, podMemory} {
-		if len(f.Metric) > 0 {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-func family(name, help string, typ dto.MetricType) *dto.MetricFamily {
-	return &dto.MetricFamily{Name: ptr.To(name), Help: ptr.To(help), Type: typ.Enum()}
-}
-
-// add appends a sample stamped with the member's sample time, which is what
-// metrics-server divides counter increases by.
-func add(f *dto.MetricFamily, l []*dto.LabelPair, v float64, at time.Time) {
-	m := &dto.Metric{Label: l, TimestampMs: ptr.To(at.UnixMilli())}
-	if f.GetType() == dto.MetricType_COUNTER {
-		m.Counter = &dto.Counter{Value: ptr.To(v)}
-	} else {
-		m.Gauge = &dto.Gauge{Value: ptr.To(v)}
-	}
-	f.Metric = append(f.Metric, m)
-}
-
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// labelPairs turns name, value, ... into label pairs, in that order:
-// namespace, pod, container — from the widest scope, as virtual-kubelet's
-// conformance suite expects; consumers such as metrics-server read labels
-// by name.
-func labelPairs(kv ...string) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		out = append(out, &dto.LabelPair{Name: ptr.To(kv[i]), Value: ptr.To(kv[i+1])})
-	}
-	return out
 }

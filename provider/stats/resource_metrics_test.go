@@ -1,4 +1,6 @@
-package provider
+// This file tests the stats summary and resource metrics of a virtual node.
+
+package stats
 
 import (
 	"bytes"
