@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // Memory stays bounded: what the provider keeps per pod goes with the pod.
@@ -36,7 +37,7 @@ func TestSeenForgetsGonePods(t *testing.T) {
 		name := fmt.Sprintf("p-%d", i)
 		key := testNamespace + "/" + name
 		host := boundPod(name, func(p *corev1.Pod) { p.UID = types.UID(fmt.Sprintf("uid-%d", i)) })
-		member := ToMember(host, target)
+		member := translate.ToMember(host, target)
 		must(t, w.hostPodIndexer.Add(host))
 		must(t, w.memberPodIndexer.Add(member))
 		must(t, w.p.syncStatus(ctx, key))

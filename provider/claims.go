@@ -21,6 +21,7 @@ import (
 
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // Event reasons on host claims.
@@ -524,7 +525,7 @@ func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 // expansion in the host). The member's class decides whether it can; its
 // answer is reported on the host claim, and what it gives comes back
 // through follow.
-func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeClaim, t Target) error {
+func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeClaim, t translate.Target) error {
 	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if want.Cmp(m.Spec.Resources.Requests[corev1.ResourceStorage]) <= 0 {
 		return nil
@@ -547,7 +548,7 @@ func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeCl
 func sameQuantity(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }
 
 // memberClaim is the member copy of a host claim.
-func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t Target) *corev1.PersistentVolumeClaim {
+func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t translate.Target) *corev1.PersistentVolumeClaim {
 	class := c.memberClass(ptr.Deref(claim.Spec.StorageClassName, ""))
 	m := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -576,7 +577,7 @@ func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t Target) *cor
 
 // create creates the member copy of claim; a member claim of that name
 // that is not flotilla's is reported on the host claim and left alone.
-func (c *claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim, t Target) (*corev1.PersistentVolumeClaim, error) {
+func (c *claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim, t translate.Target) (*corev1.PersistentVolumeClaim, error) {
 	client := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace)
 	m, err := client.Create(ctx, c.memberClaim(claim, t), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -612,7 +613,7 @@ func podClaimNames(pod *corev1.Pod) []string {
 // ensure makes the member copies of the claims a host pod uses exist
 // before the pod is forwarded. A claim the host bound to a volume that is
 // not this cluster's cannot be used here: the pod fails to forward.
-func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t Target) error {
+func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t translate.Target) error {
 	names := podClaimNames(pod)
 	if len(names) == 0 {
 		return nil

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // storageClass is a class without a provisioner bound on first consumer,
@@ -279,7 +280,7 @@ func TestEphemeralVolumeUsesTheHostsClaim(t *testing.T) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
 			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: hostClaim("x", "standard").Spec}}}}}
 	})
-	m := ToMember(host, Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
+	m := translate.ToMember(host, translate.Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
 	v := m.Spec.Volumes[0]
 	if v.Ephemeral != nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "web-0-scratch" {
 		t.Errorf("member volume %+v", v.VolumeSource)
@@ -288,7 +289,7 @@ func TestEphemeralVolumeUsesTheHostsClaim(t *testing.T) {
 		t.Errorf("claims of the pod = %v", got)
 	}
 	if host.Spec.Volumes[0].Ephemeral == nil {
-		t.Error("ToMember changed the host pod")
+		t.Error("translate.ToMember changed the host pod")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 var allowDeps = cmp.AllowUnexported(dependency{}, objectRef{}, usage{})
@@ -248,7 +249,7 @@ func secretWorld(host map[string]*corev1.Secret, member ...*corev1.Secret) (*kin
 }
 
 func TestSecretMirrorWritesOnlyOnChange(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "shop-beijing", Installation: "host-1"}
+	target := translate.Target{Cluster: "beijing", Namespace: "shop-beijing", Installation: "host-1"}
 	hostSecret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "shop", UID: "host-uid", ResourceVersion: "7", Labels: map[string]string{"app": "shop"}},
 		Type:       corev1.SecretTypeOpaque,
@@ -328,7 +329,7 @@ func TestServiceAccountTokenSecretBecomesOpaque(t *testing.T) {
 		Data: map[string][]byte{"token": []byte("t")},
 	}
 	k, _ := secretWorld(nil)
-	got := k.desired(src, Target{Cluster: "beijing", Namespace: "shop", Installation: "host-1"})
+	got := k.desired(src, translate.Target{Cluster: "beijing", Namespace: "shop", Installation: "host-1"})
 	if got.Type != corev1.SecretTypeOpaque {
 		t.Errorf("type = %s, want Opaque", got.Type)
 	}
@@ -349,7 +350,7 @@ func TestServiceAccountMirror(t *testing.T) {
 		AutomountServiceAccountToken: ptr.To(false),
 	}
 	k := serviceAccountMirror(fake.NewClientset(), nil, nil, nil)
-	got := k.desired(src, Target{Cluster: "beijing", Namespace: "shop", Installation: "host-1"})
+	got := k.desired(src, translate.Target{Cluster: "beijing", Namespace: "shop", Installation: "host-1"})
 	if got.Secrets != nil || !cmp.Equal(got.ImagePullSecrets, src.ImagePullSecrets) || !ptr.Equal(got.AutomountServiceAccountToken, ptr.To(false)) {
 		t.Errorf("mirrored SA = %+v", got)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podcache/podcachetest"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // scheduledEvent is the event a member's scheduler records on the i-th pod
@@ -111,7 +112,7 @@ func mirrorWorld(t *testing.T, n int) *harness {
 	target := w.p.target(testNamespace)
 	for i := range n {
 		host := boundPod(fmt.Sprintf("burst-%d", i))
-		member := ToMember(host, target)
+		member := translate.ToMember(host, target)
 		member.UID = types.UID(fmt.Sprintf("member-uid-%d", i))
 		must(t, w.hostPodIndexer.Add(host))
 		must(t, w.memberPodIndexer.Add(member))

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // ensure mirrors what the host pod needs into its member namespace before
@@ -18,7 +20,7 @@ import (
 // to forwarding as soon as the object is created. A missing optional object
 // or image pull secret is reported and the pod forwarded without it. Errors
 // are those of the member API.
-func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t Target) (bool, error) {
+func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t translate.Target) (bool, error) {
 	if !cache.WaitForCacheSync(ctx.Done(), d.synced...) {
 		return false, fmt.Errorf("wait for the caches of pod dependencies: %w", errRetry)
 	}

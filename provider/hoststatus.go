@@ -14,6 +14,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // hostStatus writes the statuses of the host pods of a virtual node, as a
@@ -151,13 +152,13 @@ func (s *hostStatus) write(ctx context.Context, key string) error {
 		return nil
 	case inFlight && last.onto == host.ResourceVersion:
 		// The cache does not show the last write yet.
-		if !StatusMatters(*last.status, want.status) {
+		if !translate.StatusMatters(*last.status, want.status) {
 			done(nil)
 			s.env.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
 		return errRequeue // a write now would only conflict
-	case !StatusMatters(host.Status, want.status):
+	case !translate.StatusMatters(host.Status, want.status):
 		done(nil)
 		s.env.cfg.Metrics.statusUnchanged(key)
 		return nil

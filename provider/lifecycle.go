@@ -19,6 +19,7 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
@@ -96,7 +97,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 	if err != nil {
 		return false, err
 	}
-	member := ToMember(src, t)
+	member := translate.ToMember(src, t)
 	if err := Confine(member, p.cfg.Partition); err != nil {
 		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
 	}
@@ -116,7 +117,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 // adopt takes over a member pod that already exists under the pod's name: it
 // is this host pod's after a restart, an earlier host pod's leftover that has
 // to go first, or not flotilla's at all, which is reported and left alone.
-func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
+func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t translate.Target) error {
 	existing, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("member pod %s/%s vanished during adoption: %w", t.Namespace, pod.Name, errRetry)
@@ -149,7 +150,7 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t Target) error {
 // is this host pod's member pod, as if forwarded from it, and it keeps
 // running. A pod of another flotilla installation or virtual cluster is
 // never taken.
-func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t Target) error {
+func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t translate.Target) error {
 	if v, ok := existing.Labels[wellknown.InstallationLabel]; ok {
 		return fmt.Errorf("pod %s/%s in cluster %s cannot be adopted: it belongs to flotilla installation %q, virtual cluster %q", t.Namespace, pod.Name, t.Cluster, v, existing.Labels[wellknown.ClusterLabel])
 	}
@@ -177,7 +178,7 @@ func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t Ta
 
 // release hands a member pod back to its cluster: it loses flotilla's
 // identity, and with it flotilla's care, and keeps running.
-func (p *Provider) release(ctx context.Context, pod *corev1.Pod, memberUID types.UID, t Target) error {
+func (p *Provider) release(ctx context.Context, pod *corev1.Pod, memberUID types.UID, t translate.Target) error {
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -217,7 +218,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	if err != nil {
 		return err
 	}
-	want := ToMember(src, t)
+	want := translate.ToMember(src, t)
 	pods := p.cfg.MemberClient.CoreV1().Pods(t.Namespace)
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
@@ -252,8 +253,8 @@ func applyMutable(cur, want *corev1.Pod) bool {
 	before := cur.DeepCopy()
 	cur.Labels = want.Labels
 	cur.Annotations = want.Annotations
-	copyImages(cur.Spec.Containers, want.Spec.Containers)
-	copyImages(cur.Spec.InitContainers, want.Spec.InitContainers)
+	translate.CopyImages(cur.Spec.Containers, want.Spec.Containers)
+	translate.CopyImages(cur.Spec.InitContainers, want.Spec.InitContainers)
 	cur.Spec.ActiveDeadlineSeconds = want.Spec.ActiveDeadlineSeconds
 	for _, t := range want.Spec.Tolerations {
 		if !hasToleration(cur.Spec.Tolerations, t) {
@@ -345,7 +346,7 @@ const EventWaitingForCluster = "WaitingForCluster"
 // nobody can tell that its member copy stopped, so no replacement of a
 // StatefulSet pod starts (never two copies), and a pod with claims keeps
 // waiting for the cluster holding its data.
-func (p *Provider) waitingForCluster(pod *corev1.Pod, t Target) {
+func (p *Provider) waitingForCluster(pod *corev1.Pod, t translate.Target) {
 	msg := fmt.Sprintf("Cluster %s cannot be reached, so its copy of this pod cannot be stopped or seen to stop: "+
 		"the pod stays Terminating until the cluster answers, and its controller makes no replacement for a StatefulSet pod meanwhile", t.Cluster)
 	if claims := podClaimNames(pod); len(claims) > 0 {
@@ -376,7 +377,7 @@ func shorterGrace(a, b *int64) bool {
 	return a != nil && (b == nil || *a < *b)
 }
 
-// GetPod returns the member pod in host terms (see HostView), as the view
+// GetPod returns the member pod in host terms (see translate.HostView), as the view
 // virtual-kubelet compares with the pods its lister gives it (podcache.VirtualKubeletView), or
 // a NotFound error when this host pod has no member pod.
 func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Pod, error) {
@@ -398,7 +399,7 @@ func (p *Provider) GetPod(_ context.Context, namespace, name string) (*corev1.Po
 	if member.HostUID != host.UID {
 		return nil, errdefs.NotFoundf("pod %s/%s in cluster %s belongs to another host pod", t.Namespace, name, t.Cluster)
 	}
-	return podcache.VirtualKubeletView(HostView(host, member, t)), nil
+	return podcache.VirtualKubeletView(translate.HostView(host, member, t)), nil
 }
 
 // orphanView names a member pod whose host pod is gone by its host
@@ -425,7 +426,7 @@ func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*c
 }
 
 // GetPods returns every member pod this virtual node forwarded, in host
-// terms (HostView), whole: the kubelet API's pod list shows them as
+// terms (translate.HostView), whole: the kubelet API's pod list shows them as
 // GetPod's views would not, with their containers and tolerations.
 func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 	members, err := p.memberPods.List(p.ownSelector())
@@ -440,7 +441,7 @@ func (p *Provider) GetPods(_ context.Context) ([]*corev1.Pod, error) {
 			out = append(out, orphanView(m))
 			continue
 		}
-		out = append(out, HostView(host, m, p.target(ns)))
+		out = append(out, translate.HostView(host, m, p.target(ns)))
 	}
 	return out, nil
 }

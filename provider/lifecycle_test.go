@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // runningStatus is the status a member kubelet reports for a started pod.
@@ -245,7 +246,7 @@ func TestStatusBackSync(t *testing.T) {
 
 func TestRestartAdoptsMemberPod(t *testing.T) {
 	pod := boundPod("web")
-	member := ToMember(pod, Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
+	member := translate.ToMember(pod, translate.Target{Cluster: testNode, Namespace: testNamespace, Installation: testInstallation})
 	member.UID = "member-uid"
 	member.Status = runningStatus()
 	w := newHarness(t, func(c *harnessConfig) {

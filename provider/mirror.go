@@ -16,12 +16,13 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // mirrorLabels are a mirrored object's labels: the host object's, plus
 // flotilla's identity so that only objects carrying it are ever updated or
 // deleted.
-func mirrorLabels(host map[string]string, t Target) map[string]string {
+func mirrorLabels(host map[string]string, t translate.Target) map[string]string {
 	return t.Owner().Stamp(host)
 }
 
@@ -66,7 +67,7 @@ type mirrorer interface {
 	// inHost reports whether the host object exists; an error means that
 	// it cannot be told yet (a cache or the override policies not read).
 	inHost(ctx context.Context, hostNS, name string) (bool, error)
-	apply(ctx context.Context, hostNS, name string, t Target) (outcome, error)
+	apply(ctx context.Context, hostNS, name string, t translate.Target) (outcome, error)
 	remove(ctx context.Context, memberNS, name string) error
 }
 
@@ -103,7 +104,7 @@ func (k *kindMirror[T]) inHost(ctx context.Context, hostNS, name string) (bool, 
 }
 
 // desired is the member copy of the host object src for target t.
-func (k *kindMirror[T]) desired(src T, t Target) T {
+func (k *kindMirror[T]) desired(src T, t translate.Target) T {
 	want := k.newObj()
 	want.SetName(src.GetName())
 	want.SetNamespace(t.Namespace)
@@ -122,7 +123,7 @@ func (k *kindMirror[T]) same(cur, want T) bool {
 // apply creates or updates the member copy of host object hostNS/name,
 // writing only what differs. A member object of that name that flotilla does
 // not manage is left alone and reported as notOwned.
-func (k *kindMirror[T]) apply(ctx context.Context, hostNS, name string, t Target) (outcome, error) {
+func (k *kindMirror[T]) apply(ctx context.Context, hostNS, name string, t translate.Target) (outcome, error) {
 	src, err := k.host(ctx, hostNS, name)
 	if apierrors.IsNotFound(err) {
 		return absentInHost, nil

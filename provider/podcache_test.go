@@ -22,6 +22,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podcache/podcachetest"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // sameMap reports whether a and b are one map, not two equal ones.
@@ -31,8 +32,8 @@ func sameMap(a, b map[string]string) bool {
 
 // admittedMemberPod is what the member holds for host once its admission
 // and scheduler have had it: a token volume of its own, a node.
-func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
-	m := ToMember(host, t)
+func admittedMemberPod(host *corev1.Pod, t translate.Target) *corev1.Pod {
+	m := translate.ToMember(host, t)
 	m.UID, m.ResourceVersion = "m-1", "12"
 	m.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "flotilla-node", Operation: metav1.ManagedFieldsOperationUpdate}}
 	m.Spec.Volumes = append(m.Spec.Volumes, podcachetest.AdmittedPod().Spec.Volumes[0])
@@ -46,9 +47,9 @@ func admittedMemberPod(host *corev1.Pod, t Target) *corev1.Pod {
 
 // A forwarded member pod is cached with much less, and nothing flotilla
 // reads of it changes: its dependencies, its requests on its node, what
-// HostView shows of it, its status and identity.
+// translate.HostView shows of it, its status and identity.
 func TestMemberPodTransform(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	target := translate.Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
 	host := podcachetest.RichHostPod()
 	member := admittedMemberPod(host, target)
 	transform := podcache.MemberPodTransform(testInstallation)
@@ -65,8 +66,8 @@ func TestMemberPodTransform(t *testing.T) {
 	if d := cmp.Diff(resourcehelper.PodRequests(member, opts), resourcehelper.PodRequests(cached.AsPod(), opts)); d != "" {
 		t.Errorf("requests (-pod +cached):\n%s", d)
 	}
-	if d := cmp.Diff(HostView(host, memberpod.New(member), target), HostView(host, cached, target)); d != "" {
-		t.Errorf("HostView (-pod +cached):\n%s", d)
+	if d := cmp.Diff(translate.HostView(host, memberpod.New(member), target), translate.HostView(host, cached, target)); d != "" {
+		t.Errorf("translate.HostView (-pod +cached):\n%s", d)
 	}
 	// The host pod's name is left out when it is the member pod's own
 	// (dropOwnHostName), and read back by podcache.HostKeyOf.
@@ -166,17 +167,17 @@ func TestMemberPodTransform(t *testing.T) {
 	}
 }
 
-// A host pod is cached whole but for what ToMember drops: the parts of the
+// A host pod is cached whole but for what translate.ToMember drops: the parts of the
 // host's token volume other than the token, and its mounts.
 func TestHostPodTransform(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	target := translate.Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
 	host := podcachetest.RichHostPod()
 	cached := podcachetest.Transformed(t, podcache.HostPodTransform, host)
 
 	if cached.ManagedFields != nil {
 		t.Error("managed fields kept")
 	}
-	if d := cmp.Diff(ToMember(host, target), ToMember(cached, target)); d != "" {
+	if d := cmp.Diff(translate.ToMember(host, target), translate.ToMember(cached, target)); d != "" {
 		t.Errorf("forwarded pod (-pod +cached):\n%s", d)
 	}
 	if d := cmp.Diff(podDependencies(&host.Spec, nil), podDependencies(&cached.Spec, nil), cmp.AllowUnexported(dependency{}, objectRef{}, usage{})); d != "" {
@@ -215,8 +216,8 @@ func TestResourcesInterned(t *testing.T) {
 	}
 	a := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("100m", "128Mi"))
 	b := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("0.1", "128Mi")) // the same amount, written otherwise
-	member := podcachetest.TransformedMember(t, podcache.MemberPodTransform(testInstallation), ToMember(withRequests("100m", "128Mi"),
-		Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation})).AsPod()
+	member := podcachetest.TransformedMember(t, podcache.MemberPodTransform(testInstallation), translate.ToMember(withRequests("100m", "128Mi"),
+		translate.Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation})).AsPod()
 	other := podcachetest.Transformed(t, podcache.HostPodTransform, withRequests("200m", "128Mi"))
 	req := func(p *corev1.Pod) corev1.ResourceList { return p.Spec.Containers[0].Resources.Requests }
 	if !sameList(req(a), req(b)) || !sameList(req(a), req(member)) {
@@ -255,7 +256,7 @@ func quantitiesEqual(a, b corev1.ResourceList) bool {
 // reads as the transform alone makes it; the version cached of a pod
 // adopted since (not trimmed) is not taken for a trimmed one.
 func TestMemberPodVersionsShare(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
+	target := translate.Target{Cluster: "beijing", Namespace: "app", Installation: testInstallation}
 	member := admittedMemberPod(podcachetest.RichHostPod(), target)
 	member.Generation = 1
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)

@@ -24,6 +24,7 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 var (
@@ -238,8 +239,8 @@ func New(cfg Config) (*Provider, error) {
 // MemberPods lists the member's pods from the provider's cache.
 func (p *Provider) MemberPods() memberpod.Lister { return p.memberPods }
 
-func (e *env) target(hostNamespace string) Target {
-	return Target{Cluster: e.cfg.NodeName, Namespace: e.cfg.Namespace(hostNamespace), Installation: e.cfg.Installation}
+func (e *env) target(hostNamespace string) translate.Target {
+	return translate.Target{Cluster: e.cfg.NodeName, Namespace: e.cfg.Namespace(hostNamespace), Installation: e.cfg.Installation}
 }
 
 // ours reports whether a member object was created by this virtual node of

@@ -67,7 +67,7 @@ func podDependencies(spec *corev1.PodSpec, saPullSecrets []corev1.LocalObjectRef
 	for _, s := range saPullSecrets {
 		c.add(kindSecret, s.Name, usage{pull: true})
 	}
-	// Ephemeral containers are not forwarded (see ToMember). The
+	// Ephemeral containers are not forwarded (see translate.ToMember). The
 	// containers are read in place: this runs on every event of every pod
 	// (the dependency indexes), and a container is 400 bytes.
 	for ctr := range allContainers(spec) {

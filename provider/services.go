@@ -18,6 +18,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // Event reasons on host Services.
@@ -170,7 +171,7 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 // and ports in the mapped namespace, with flotilla's identity, and without
 // what the member allocates itself (cluster IPs, node ports) — except that a
 // headless Service stays headless.
-func MemberService(host *corev1.Service, t Target) *corev1.Service {
+func MemberService(host *corev1.Service, t translate.Target) *corev1.Service {
 	s := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: host.Name, Namespace: t.Namespace,

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 func TestMemberService(t *testing.T) {
@@ -19,7 +20,7 @@ func TestMemberService(t *testing.T) {
 			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080, Protocol: corev1.ProtocolTCP}},
 		},
 	}
-	t0 := Target{Cluster: "ke-beijing-cluster", Namespace: "edge-ke-beijing-cluster", Installation: "i"}
+	t0 := translate.Target{Cluster: "ke-beijing-cluster", Namespace: "edge-ke-beijing-cluster", Installation: "i"}
 	m := MemberService(host, t0)
 	if m.Namespace != "edge-ke-beijing-cluster" || m.Name != "nginx-service" || m.UID != "" || m.ResourceVersion != "" {
 		t.Errorf("metadata = %+v", m.ObjectMeta)

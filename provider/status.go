@@ -13,6 +13,7 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // memberPodChanged queues a status sync of the host pod a member pod
@@ -79,7 +80,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 				return err
 			}
 		}
-		status := HostStatus(host, &member.Status)
+		status := translate.HostStatus(host, &member.Status)
 		cur := host.Status
 		if host.DeletionTimestamp != nil {
 			// The apiserver bumps a pod's generation as its graceful
@@ -89,7 +90,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			// kubelet's stopped containers) carries it.
 			cur.ObservedGeneration = status.ObservedGeneration
 		}
-		if !StatusMatters(cur, status) {
+		if !translate.StatusMatters(cur, status) {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+
+	"flotilla.io/flotilla/provider/translate"
 )
 
 // countingPods counts the host pods the provider lists.
@@ -65,7 +67,7 @@ func TestWaitingPodsFromIndex(t *testing.T) {
 	add(secretVolumePod("held", "db"))
 	forwarded := secretVolumePod("forwarded", "db")
 	add(forwarded)
-	must(t, w.memberPodIndexer.Add(ToMember(forwarded, w.p.target(testNamespace))))
+	must(t, w.memberPodIndexer.Add(translate.ToMember(forwarded, w.p.target(testNamespace))))
 	add(boundPod("pulls", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" }))
 	must(t, w.hostInformers.ServiceAccounts().Informer().GetIndexer().Add(&corev1.ServiceAccount{
 		ObjectMeta:       metav1.ObjectMeta{Namespace: testNamespace, Name: "robot"},

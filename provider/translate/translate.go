@@ -1,7 +1,6 @@
-package provider
+package translate
 
 import (
-	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
@@ -224,8 +223,8 @@ func HostView(host *corev1.Pod, member *memberpod.Pod, t Target) *corev1.Pod {
 	if len(v.Annotations) == 0 && len(host.Annotations) == 0 {
 		v.Annotations = host.Annotations
 	}
-	copyImages(v.Spec.Containers, member.Spec.Containers)
-	copyImages(v.Spec.InitContainers, member.Spec.InitContainers)
+	CopyImages(v.Spec.Containers, member.Spec.Containers)
+	CopyImages(v.Spec.InitContainers, member.Spec.InitContainers)
 	v.Spec.ActiveDeadlineSeconds = member.Spec.ActiveDeadlineSeconds
 	if want := ToMember(host, t).Spec.Tolerations; !equality.Semantic.DeepEqual(want, member.Spec.Tolerations) {
 		v.Spec.Tolerations = member.Spec.Tolerations
@@ -234,7 +233,10 @@ func HostView(host *corev1.Pod, member *memberpod.Pod, t Target) *corev1.Pod {
 	return v
 }
 
-func copyImages(dst, src []corev1.Container) {
+// CopyImages sets the image of each container of dst to that of the
+// container of src with its name: images are what a pod may change of
+// its containers once created.
+func CopyImages(dst, src []corev1.Container) {
 	images := make(map[string]string, len(src))
 	for _, c := range src {
 		images[c.Name] = c.Image
@@ -330,65 +332,4 @@ func sameCondition(x, y *corev1.PodCondition) bool {
 	a.LastProbeTime, a.LastTransitionTime, a.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
 	b.LastProbeTime, b.LastTransitionTime, b.ObservedGeneration = metav1.Time{}, metav1.Time{}, 0
 	return a == b
-}
-
-// Reasons for the host pod's status and events.
-const (
-	// ReasonMemberPodDeleted is the host pod's status reason after its member
-	// pod was deleted or evicted in the member by someone other than flotilla.
-	ReasonMemberPodDeleted = "MemberPodDeleted"
-	// ReasonForwardFailed is the host pod's status reason when forwarding
-	// it failed for a reason that retrying cannot fix.
-	ReasonForwardFailed = "ForwardFailed"
-)
-
-// ForwardFailedStatus is the host pod's status when it cannot be forwarded
-// to cluster: Failed, as a kubelet leaves a pod it rejects at admission, so
-// that its controller replaces it and kubectl shows why.
-func ForwardFailedStatus(host *corev1.Pod, cluster string, err error) corev1.PodStatus {
-	s := *host.Status.DeepCopy()
-	s.Phase = corev1.PodFailed
-	s.Reason = ReasonForwardFailed
-	s.Message = fmt.Sprintf("Forwarding to member cluster %s failed: %v", cluster, err)
-	return s
-}
-
-// DeletedStatus is the host pod's status after its member pod disappeared
-// out of band: Failed, like a pod a kubelet evicted, so that its controller
-// replaces it while the pod stays visible with the reason.
-func DeletedStatus(host *corev1.Pod, cluster string, now metav1.Time) corev1.PodStatus {
-	s := *host.Status.DeepCopy()
-	s.Phase = corev1.PodFailed
-	s.Reason = ReasonMemberPodDeleted
-	s.Message = fmt.Sprintf("The pod was deleted from member cluster %s outside of flotilla.", cluster)
-	for i := range s.Conditions {
-		switch s.Conditions[i].Type {
-		case corev1.PodReady, corev1.ContainersReady:
-			if s.Conditions[i].Status != corev1.ConditionFalse {
-				s.Conditions[i].Status = corev1.ConditionFalse
-				s.Conditions[i].Reason = "PodFailed"
-				s.Conditions[i].LastTransitionTime = now
-			}
-		}
-	}
-	terminate := func(cs []corev1.ContainerStatus) {
-		for i := range cs {
-			if cs[i].State.Terminated != nil {
-				continue
-			}
-			started := now
-			if cs[i].State.Running != nil {
-				started = cs[i].State.Running.StartedAt
-			}
-			cs[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: ReasonMemberPodDeleted, StartedAt: started, FinishedAt: now,
-			}}
-			cs[i].Ready = false
-			f := false
-			cs[i].Started = &f
-		}
-	}
-	terminate(s.InitContainerStatuses)
-	terminate(s.ContainerStatuses)
-	return s
 }

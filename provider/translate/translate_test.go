@@ -1,4 +1,4 @@
-package provider
+package translate
 
 import (
 	"maps"
@@ -238,47 +238,6 @@ func TestHostStatus(t *testing.T) {
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("HostStatus (-want +got):\n%s", d)
-	}
-}
-
-func TestDeletedStatus(t *testing.T) {
-	host := hostPod()
-	started := metav1.NewTime(time.Unix(500, 0))
-	host.Status = corev1.PodStatus{
-		Phase:             corev1.PodRunning,
-		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}}},
-	}
-	now := metav1.NewTime(time.Unix(900, 0))
-	s := DeletedStatus(host, "beijing", now)
-	if s.Phase != corev1.PodFailed || s.Reason != ReasonMemberPodDeleted {
-		t.Fatalf("phase/reason = %s/%s", s.Phase, s.Reason)
-	}
-	if s.Conditions[0].Status != corev1.ConditionFalse {
-		t.Errorf("Ready = %s, want False", s.Conditions[0].Status)
-	}
-	term := s.ContainerStatuses[0].State.Terminated
-	if term == nil || term.StartedAt != started || term.FinishedAt != now || s.ContainerStatuses[0].Ready {
-		t.Errorf("container status = %+v", s.ContainerStatuses[0])
-	}
-}
-
-func TestApplyMutable(t *testing.T) {
-	target := Target{Cluster: "beijing", Namespace: "shop"}
-	host := hostPod()
-	cur := ToMember(host, target)
-	if applyMutable(cur.DeepCopy(), ToMember(host, target)) {
-		t.Error("no change reported as a change")
-	}
-	host.Spec.Containers[0].Image = "nginx:2"
-	host.Labels["tier"] = "front"
-	host.Spec.ActiveDeadlineSeconds = ptr.To[int64](60)
-	host.Spec.Tolerations = append(host.Spec.Tolerations, corev1.Toleration{Key: "gpu", Operator: corev1.TolerationOpExists})
-	if !applyMutable(cur, ToMember(host, target)) {
-		t.Fatal("change not reported")
-	}
-	if cur.Spec.Containers[0].Image != "nginx:2" || cur.Labels["tier"] != "front" || *cur.Spec.ActiveDeadlineSeconds != 60 || len(cur.Spec.Tolerations) != 1 {
-		t.Errorf("not applied: %+v", cur)
 	}
 }
 
