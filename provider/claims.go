@@ -21,6 +21,7 @@ import (
 
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -94,7 +95,7 @@ func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
 	mc := e.cfg.MemberInformers.PersistentVolumeClaims()
 	ms := e.cfg.MemberInformers.StorageClasses()
 	c := &claims{
-		env: e, ns: ns, queue: newKeyQueue("claims"),
+		env: e, ns: ns, queue: keyqueue.New("claims"),
 		hostClaims: hc.Lister(), hostVolumes: hv.Lister(), hostClasses: hs.Lister(),
 		memberClaims: mc.Lister(), memberClasses: ms.Lister(),
 		synced: []cache.InformerSynced{hc.Informer().HasSynced, hv.Informer().HasSynced, hs.Informer().HasSynced,
@@ -198,7 +199,7 @@ func (c *claims) requeueAll() {
 	}
 }
 
-func (c *claims) run(ctx context.Context) { runSynced(ctx, c.queue, c.synced, 2, c.sync) }
+func (c *claims) run(ctx context.Context) { keyqueue.RunSynced(ctx, c.queue, c.synced, 2, c.sync) }
 
 // memberClass is the member storage class a host class maps to.
 func (c *claims) memberClass(host string) string {

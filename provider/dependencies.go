@@ -25,6 +25,7 @@ import (
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
 const (
@@ -420,7 +421,7 @@ func (d *dependencies) needed(ref objectRef, hostNS, memberNS string) bool {
 // run syncs mirrored objects until ctx ends. It waits for the caches first:
 // an incomplete member pod cache would make used objects look unused.
 func (d *dependencies) run(ctx context.Context) {
-	runSynced(ctx, d.queue, d.synced, dependencyWorkers, d.sync)
+	keyqueue.RunSynced(ctx, d.queue, d.synced, dependencyWorkers, d.sync)
 }
 
 // sync brings the member copy of one host object in line with the host

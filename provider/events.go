@@ -20,6 +20,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
 // eventMirror reflects the events of forwarded member pods (pulled, started,
@@ -95,7 +96,7 @@ func (m *eventMirror) observe(obj any) {
 
 // run mirrors events until ctx ends.
 func (m *eventMirror) run(ctx context.Context) {
-	runSynced(ctx, m.queue, nil, eventWorkers, m.sync)
+	keyqueue.RunSynced(ctx, m.queue, nil, eventWorkers, m.sync)
 }
 
 // sync mirrors one event. One whose host pod is not in the cache yet, or
@@ -105,14 +106,14 @@ func (m *eventMirror) sync(ctx context.Context, key string) error {
 	if err == nil || m.queue.NumRequeues(key) < eventRetries {
 		return err
 	}
-	if !errors.Is(err, errRequeue) {
+	if !errors.Is(err, keyqueue.ErrRequeue) {
 		log.G(ctx).WithError(err).WithField("event", key).Warn("member event not mirrored onto its host pod")
 	}
 	return nil
 }
 
 // mirror writes the occurrences of an event not mirrored yet onto its host
-// pod. It returns errRequeue when the pod is not found yet.
+// pod. It returns keyqueue.ErrRequeue when the pod is not found yet.
 func (m *eventMirror) mirror(ctx context.Context, key string) error {
 	obj, ok, _ := m.events.GetByKey(key)
 	e := asMemberEvent(obj)
@@ -128,7 +129,7 @@ func (m *eventMirror) mirror(ctx context.Context, key string) error {
 	host, retry := m.hostPodOf(e.pod)
 	if host == nil {
 		if retry {
-			return errRequeue
+			return keyqueue.ErrRequeue
 		}
 		return nil
 	}

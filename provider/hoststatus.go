@@ -14,6 +14,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -109,7 +110,7 @@ func (s *hostStatus) cacheEvents() cache.ResourceEventHandler {
 
 // run writes statuses on workers goroutines until ctx ends.
 func (s *hostStatus) run(ctx context.Context, workers int) {
-	runSynced(ctx, s.queue, nil, workers, s.write)
+	keyqueue.RunSynced(ctx, s.queue, nil, workers, s.write)
 }
 
 // write writes the status asked for the host pod of key, unless the pod
@@ -157,7 +158,7 @@ func (s *hostStatus) write(ctx context.Context, key string) error {
 			s.env.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}
-		return errRequeue // a write now would only conflict
+		return keyqueue.ErrRequeue // a write now would only conflict
 	case !translate.StatusMatters(host.Status, want.status):
 		done(nil)
 		s.env.cfg.Metrics.statusUnchanged(key)
@@ -180,7 +181,7 @@ func (s *hostStatus) write(ctx context.Context, key string) error {
 		// shows next.
 		log.G(ctx).WithField("pod", key).Debug("host pod status update conflict, will retry")
 		s.env.cfg.Metrics.statusWrite(s.env.cfg.NodeName, "conflict")
-		return errRequeue
+		return keyqueue.ErrRequeue
 	default:
 		s.env.cfg.Metrics.statusWrite(s.env.cfg.NodeName, "error")
 		return err

@@ -14,6 +14,8 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
 // statusServer is a host apiserver's pod status endpoint as hostStatus
@@ -96,7 +98,7 @@ func running(ready corev1.ConditionStatus) corev1.PodStatus {
 func write(t *testing.T, w *hostStatus) error {
 	t.Helper()
 	err := w.write(context.Background(), "app/web")
-	if err != nil && !errors.Is(err, errRequeue) {
+	if err != nil && !errors.Is(err, keyqueue.ErrRequeue) {
 		t.Fatal(err)
 	}
 	return err
@@ -126,7 +128,7 @@ func TestHostStatusWrites(t *testing.T) {
 	// A new status before the cache shows the write waits for the cache
 	// rather than make a write bound to conflict.
 	w.set(host(), running(corev1.ConditionFalse))
-	if err := write(t, w); !errors.Is(err, errRequeue) || len(s.writes) != 1 {
+	if err := write(t, w); !errors.Is(err, keyqueue.ErrRequeue) || len(s.writes) != 1 {
 		t.Fatalf("a new status on a stale cache: %v, %d writes; want a retry and no write", err, len(s.writes))
 	}
 	s.show()
@@ -143,7 +145,7 @@ func TestHostStatusWrites(t *testing.T) {
 	// conflicts and is tried again on the newer version, keeping its labels.
 	s.elsewhere(func(p *corev1.Pod) { p.Labels["tier"] = "front" })
 	w.set(host(), running(corev1.ConditionTrue))
-	if err := write(t, w); !errors.Is(err, errRequeue) || len(s.writes) != 2 {
+	if err := write(t, w); !errors.Is(err, keyqueue.ErrRequeue) || len(s.writes) != 2 {
 		t.Fatalf("a write over an unseen change: %v, %d writes; want a conflict retried", err, len(s.writes))
 	}
 	s.show()

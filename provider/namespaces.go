@@ -17,6 +17,8 @@ import (
 	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/keylock"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
 // namespaceMirror owns the member namespaces that forwarded pods land in.
@@ -35,7 +37,7 @@ type namespaceMirror struct {
 	// creating serialises the creation of one member namespace: the first
 	// burst of pods into a new namespace would otherwise race to create
 	// it, and every loser would wait in the retry queue's backoff.
-	creating keyLocks
+	creating keylock.Map
 }
 
 func newNamespaceMirror(e *env) (*namespaceMirror, error) {
@@ -44,7 +46,7 @@ func newNamespaceMirror(e *env) (*namespaceMirror, error) {
 	m := &namespaceMirror{
 		env: e, hostNS: host.Lister(), memberNS: member.Lister(),
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
-		queue:  newKeyQueue("namespaces"),
+		queue:  keyqueue.New("namespaces"),
 	}
 	enqueueHost := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -95,7 +97,7 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 	if ns, err := m.memberNS.Get(memberNS); err == nil && ns.Status.Phase != corev1.NamespaceTerminating {
 		return nil
 	}
-	defer m.creating.lock(memberNS)()
+	defer m.creating.Lock(memberNS)()
 	client := m.env.cfg.MemberClient.CoreV1().Namespaces()
 	ns, err := client.Get(ctx, memberNS, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -115,7 +117,9 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 	return nil
 }
 
-func (m *namespaceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, 1, m.sync) }
+func (m *namespaceMirror) run(ctx context.Context) {
+	keyqueue.RunSynced(ctx, m.queue, m.synced, 1, m.sync)
+}
 
 // sync brings the member namespace of one host namespace in line with it.
 func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +23,7 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -311,9 +311,9 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	case <-hostSynced:
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { runQueue(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
+	wg.Go(func() { keyqueue.Run(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
 	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
-	wg.Go(func() { runQueue(ctx, p.retryQueue, 1, p.retryForward) })
+	wg.Go(func() { keyqueue.Run(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.ns.run(ctx) })
 	wg.Go(func() { p.svc.run(ctx) })
@@ -324,70 +324,5 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
-	wg.Wait()
-}
-
-// newKeyQueue returns a named queue of object keys whose failures back off per key.
-func newKeyQueue(name string) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
-}
-
-// runSynced works q with work, on workers goroutines, until ctx ends,
-// starting only once every cache is complete: before that, an object could
-// look deleted on one side and its mirror on the other would be deleted.
-func runSynced(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], synced []cache.InformerSynced, workers int, work func(context.Context, string) error) {
-	stop := context.AfterFunc(ctx, q.ShutDown)
-	defer stop()
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return
-	}
-	runQueue(ctx, q, workers, work)
-}
-
-// errRequeue asks the worker loop to try a key again later, quietly: what
-// it waits for is expected to come.
-var errRequeue = errors.New("not yet")
-
-// warnAfter is how many times in a row a key's work fails before the
-// worker loop logs the failure as a warning: about five seconds of the
-// queues' backoff (5 ms, doubling). The failures before it are
-// information: a write that times out in a burst, or meets a member
-// apiserver restarting, goes through on a later try, and an operator
-// reads a warning as a fault.
-const warnAfter = 10
-
-// runQueue is flotilla-node's one worker loop: it works q with work, on
-// workers goroutines, until q shuts down. A key whose work fails is tried
-// again with the queue's backoff; its failures are logged as information
-// until warnAfter of them in a row, and as warnings from then on, at the
-// backoff's falling rate.
-func runQueue(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, work func(context.Context, string) error) {
-	var wg sync.WaitGroup
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for {
-				key, quit := q.Get()
-				if quit {
-					return
-				}
-				switch err := work(ctx, key); {
-				case err == nil:
-					q.Forget(key)
-				case errors.Is(err, errRequeue):
-					q.AddRateLimited(key)
-				default:
-					e := log.G(ctx).WithError(err).WithField("key", key)
-					if n := q.NumRequeues(key) + 1; n >= warnAfter {
-						e.WithField("failures", n).Warn("sync failed, will retry")
-					} else {
-						e.Info("sync failed, will retry")
-					}
-					q.AddRateLimited(key)
-				}
-				q.Done(key)
-			}
-		})
-	}
 	wg.Wait()
 }

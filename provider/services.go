@@ -18,6 +18,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -47,7 +48,7 @@ func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
 	m := &serviceMirror{
 		env: e, ns: ns, host: host.Lister(), member: member.Lister(), hostPods: e.hostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
-		queue:  newKeyQueue("services"),
+		queue:  keyqueue.New("services"),
 	}
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -84,7 +85,9 @@ func (m *serviceMirror) podChanged(namespace string) {
 	}
 }
 
-func (m *serviceMirror) run(ctx context.Context) { runSynced(ctx, m.queue, m.synced, 1, m.sync) }
+func (m *serviceMirror) run(ctx context.Context) {
+	keyqueue.RunSynced(ctx, m.queue, m.synced, 1, m.sync)
+}
 
 // wanted reports whether any pod this virtual node runs matches the host
 // Service's selector.

@@ -1,4 +1,7 @@
-package provider
+// This file tests the worker loop: retries, their logs, and the wait for
+// complete caches.
+
+package keyqueue
 
 import (
 	"bytes"
@@ -12,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	logruslogger "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -44,7 +48,7 @@ func TestRetriedFailuresWarnOnlyWhenTheyLast(t *testing.T) {
 		return nil
 	}
 	ran := make(chan struct{})
-	go func() { runQueue(ctx, q, 2, work); close(ran) }()
+	go func() { Run(ctx, q, 2, work); close(ran) }()
 	for key := range failures {
 		q.Add(key)
 	}
@@ -82,5 +86,33 @@ func waitDone(t *testing.T, wg *sync.WaitGroup, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 		t.Fatalf("not done within %v", d)
+	}
+}
+
+// TestRunSyncedWaitsForCaches: no key is worked while a cache is
+// incomplete, and the loop ends with its context all the same.
+func TestRunSyncedWaitsForCaches(t *testing.T) {
+	q := New("test")
+	q.Add("a")
+	ctx, cancel := context.WithCancel(context.Background())
+	worked := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		RunSynced(ctx, q, []cache.InformerSynced{func() bool { return false }}, 1, func(_ context.Context, key string) error {
+			worked <- key
+			return nil
+		})
+		close(done)
+	}()
+	select {
+	case key := <-worked:
+		t.Fatalf("%s worked before the caches synced", key)
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("RunSynced did not return after its context ended")
 	}
 }

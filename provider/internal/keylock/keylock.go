@@ -1,29 +1,31 @@
-package provider
+// Package keylock holds a mutex per key that costs nothing once the key
+// is unlocked.
+package keylock
 
 import "sync"
 
-// keyLocks is a mutex per key that holds an entry only while the key is
+// Map is a mutex per key that holds an entry only while the key is
 // locked or waited for, so that a key used once (a namespace created, then
 // deleted) costs nothing afterwards. The zero value is ready to use.
-type keyLocks struct {
+type Map struct {
 	mu    sync.Mutex
-	locks map[string]*keyLock
+	locks map[string]*entry
 }
 
-type keyLock struct {
+type entry struct {
 	sync.Mutex
 	users int // holders and waiters
 }
 
-// lock locks key and returns its unlock.
-func (k *keyLocks) lock(key string) func() {
+// Lock locks key and returns its unlock.
+func (k *Map) Lock(key string) func() {
 	k.mu.Lock()
 	if k.locks == nil {
-		k.locks = map[string]*keyLock{}
+		k.locks = map[string]*entry{}
 	}
 	l, ok := k.locks[key]
 	if !ok {
-		l = &keyLock{}
+		l = &entry{}
 		k.locks[key] = l
 	}
 	l.users++
@@ -40,8 +42,8 @@ func (k *keyLocks) lock(key string) func() {
 	}
 }
 
-// len is how many keys hold an entry.
-func (k *keyLocks) len() int {
+// Len is how many keys hold an entry.
+func (k *Map) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.locks)
