@@ -26,12 +26,14 @@ import (
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/mirror"
 )
 
 const (
-	kindSecret         = "Secret"
-	kindConfigMap      = "ConfigMap"
-	kindServiceAccount = "ServiceAccount"
+	kindSecret         = mirror.KindSecret
+	kindConfigMap      = mirror.KindConfigMap
+	kindServiceAccount = mirror.KindServiceAccount
 
 	// rootCAConfigMap is published into every namespace by each cluster's
 	// own controller-manager. A pod in the member talks to the member's
@@ -75,7 +77,7 @@ type dependencies struct {
 	// secrets and configMaps read the data the host caches leave out.
 	secrets    *podcache.HostContents[*corev1.Secret]
 	configMaps *podcache.HostContents[*corev1.ConfigMap]
-	kinds      map[string]mirrorer
+	kinds      map[string]mirror.Mirrorer
 
 	hostSAs     corev1listers.ServiceAccountLister
 	mirroredSAs corev1listers.ServiceAccountLister
@@ -130,8 +132,8 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 	secrets, configMaps, sas := corev1listers.NewSecretLister(mSecrets.GetIndexer()),
 		corev1listers.NewConfigMapLister(mConfigMaps.GetIndexer()), corev1listers.NewServiceAccountLister(mSAs.GetIndexer())
 	owns := func(o metav1.Object) bool { return e.ours(o) }
-	d.kinds = map[string]mirrorer{
-		kindSecret: secretMirror(e.cfg.MemberClient,
+	d.kinds = map[string]mirror.Mirrorer{
+		kindSecret: mirror.SecretMirror(e.cfg.MemberClient,
 			func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
 				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
 				if err == nil {
@@ -145,7 +147,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			func(ns, n string) (*corev1.Secret, error) {
 				return ownCopy[*corev1.Secret](e, kindSecret, n)(secrets.Secrets(ns).Get(n))
 			}, owns),
-		kindConfigMap: configMapMirror(e.cfg.MemberClient,
+		kindConfigMap: mirror.ConfigMapMirror(e.cfg.MemberClient,
 			func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
 				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
 				if err == nil {
@@ -159,7 +161,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			func(ns, n string) (*corev1.ConfigMap, error) {
 				return ownCopy[*corev1.ConfigMap](e, kindConfigMap, n)(configMaps.ConfigMaps(ns).Get(n))
 			}, owns),
-		kindServiceAccount: serviceAccountMirror(e.cfg.MemberClient,
+		kindServiceAccount: mirror.ServiceAccountMirror(e.cfg.MemberClient,
 			func(_ context.Context, ns, n string) (*corev1.ServiceAccount, error) {
 				obj, err := hSAs.Lister().ServiceAccounts(ns).Get(n)
 				if err != nil {
@@ -438,20 +440,20 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 	t := d.env.target(hostNS)
 	ref := objectRef{kind: kind, name: name}
 	if !d.needed(ref, hostNS, t.Namespace) {
-		if err := k.remove(ctx, t.Namespace, name); err != nil {
+		if err := k.Remove(ctx, t.Namespace, name); err != nil {
 			return fmt.Errorf("delete unused %s %s/%s in cluster %s: %w", kind, t.Namespace, name, t.Cluster, err)
 		}
 		return nil
 	}
-	out, err := k.apply(ctx, hostNS, name, t)
+	out, err := k.Apply(ctx, hostNS, name, t)
 	switch {
-	case apierrors.IsNotFound(err) || namespaceTerminating(err):
+	case apierrors.IsNotFound(err) || transient.NamespaceTerminating(err):
 		return nil // no member namespace (yet, or any more): forwarding creates it and mirrors again
 	case err != nil:
 		return fmt.Errorf("mirror %s %s/%s into cluster %s: %w", kind, t.Namespace, name, t.Cluster, err)
-	case out == notOwned:
+	case out == mirror.NotOwned:
 		log.G(ctx).WithField("object", key).Debug("member object of that name is not flotilla's, left alone")
-	case out == mirrored && kind == kindServiceAccount:
+	case out == mirror.Mirrored && kind == kindServiceAccount:
 		if sa, err := d.hostSAs.ServiceAccounts(hostNS).Get(name); err == nil {
 			for _, s := range sa.ImagePullSecrets {
 				d.queue.Add(dependencyKey(kindSecret, hostNS, s.Name))

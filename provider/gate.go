@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -22,12 +24,12 @@ import (
 // are those of the member API.
 func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t translate.Target) (bool, error) {
 	if !cache.WaitForCacheSync(ctx.Done(), d.synced...) {
-		return false, fmt.Errorf("wait for the caches of pod dependencies: %w", errRetry)
+		return false, fmt.Errorf("wait for the caches of pod dependencies: %w", transient.ErrRetry)
 	}
 	var present, missing, optional []dependency
 	var pull []string
 	for _, dep := range d.hostPodDependencies(host) {
-		exists, err := d.kinds[dep.kind].inHost(ctx, host.Namespace, dep.name)
+		exists, err := d.kinds[dep.kind].InHost(ctx, host.Namespace, dep.name)
 		if err != nil {
 			return false, fmt.Errorf("read %s %s/%s: %w", dep.kind, host.Namespace, dep.name, err)
 		}
@@ -47,13 +49,13 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t translate
 		return false, nil
 	}
 	for _, dep := range present {
-		out, err := d.kinds[dep.kind].apply(ctx, host.Namespace, dep.name, t)
+		out, err := d.kinds[dep.kind].Apply(ctx, host.Namespace, dep.name, t)
 		switch {
 		case err != nil:
 			return false, fmt.Errorf("mirror %s %s/%s into cluster %s: %w", dep.kind, t.Namespace, dep.name, t.Cluster, err)
-		case out == absentInHost:
-			return false, fmt.Errorf("%s %s/%s was deleted while being mirrored: %w", dep.kind, host.Namespace, dep.name, errRetry)
-		case out == notOwned:
+		case out == mirror.AbsentInHost:
+			return false, fmt.Errorf("%s %s/%s was deleted while being mirrored: %w", dep.kind, host.Namespace, dep.name, transient.ErrRetry)
+		case out == mirror.NotOwned:
 			d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventDependencyConflict,
 				"%s %q already exists in namespace %s of member cluster %s and is not managed by flotilla; the pod uses it as it is",
 				dep.kind, dep.name, t.Namespace, t.Cluster)

@@ -393,3 +393,17 @@ func actions(c *fake.Clientset, verb, resource string) int {
 	}
 	return n
 }
+
+// mirroredEvents lists the host events the event mirror wrote, by name.
+func (w *harness) mirroredEvents() map[string]corev1.Event {
+	w.t.Helper()
+	l, err := w.host.CoreV1().Events(testNamespace).List(context.Background(), metav1.ListOptions{})
+	must(w.t, err)
+	got := map[string]corev1.Event{}
+	for _, e := range l.Items {
+		if e.Source.Component == "default-scheduler" {
+			got[e.Name] = e
+		}
+	}
+	return got
+}

@@ -19,6 +19,8 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -65,7 +67,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		return nil // gone from the host since virtual-kubelet looked
 	}
 	held, err := p.forward(ctx, pod)
-	if err == nil || !transient(err) {
+	if err == nil || !transient.Is(err) {
 		span.SetStatus(err)
 		p.cfg.Metrics.created(p.cfg.NodeName, held, err)
 		return err
@@ -84,13 +86,13 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 // reported on the pod, and forwarded again once the object exists.
 func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err error) {
 	t := p.target(pod.Namespace)
-	if err := p.ns.ensure(ctx, t.Namespace, pod.Namespace); err != nil {
+	if err := p.mirrors.Namespaces.Ensure(ctx, t.Namespace, pod.Namespace); err != nil {
 		return false, err
 	}
 	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
 		return err == nil, err
 	}
-	if err := p.claims.ensure(ctx, pod, t); err != nil {
+	if err := p.mirrors.Claims.Ensure(ctx, pod, t); err != nil {
 		return false, err
 	}
 	src, applied, err := p.override(ctx, pod)
@@ -120,7 +122,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t translate.Target) error {
 	existing, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("member pod %s/%s vanished during adoption: %w", t.Namespace, pod.Name, errRetry)
+		return fmt.Errorf("member pod %s/%s vanished during adoption: %w", t.Namespace, pod.Name, transient.ErrRetry)
 	}
 	if err != nil {
 		return fmt.Errorf("get pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
@@ -142,7 +144,7 @@ func (p *Provider) adopt(ctx context.Context, pod *corev1.Pod, t translate.Targe
 			return fmt.Errorf("delete leftover pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 		}
 	}
-	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, errRetry)
+	return fmt.Errorf("waiting for leftover pod %s/%s of an earlier host pod to terminate: %w", t.Namespace, pod.Name, transient.ErrRetry)
 }
 
 // takeOver stamps flotilla's identity on a member pod that was not
@@ -167,7 +169,7 @@ func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t tr
 	m.Annotations[wellknown.HostNameAnnotation] = pod.Name
 	if _, err := p.cfg.MemberClient.CoreV1().Pods(t.Namespace).Update(ctx, m, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) {
-			return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, errRetry)
+			return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, transient.ErrRetry)
 		}
 		return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
@@ -237,7 +239,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		}
 		_, err = pods.Update(ctx, upd, metav1.UpdateOptions{})
 		if err == nil {
-			p.svc.podChanged(pod.Namespace) // labels may now match other Services
+			p.mirrors.Services.PodChanged(pod.Namespace) // labels may now match other Services
 		}
 		return err
 	})
@@ -323,7 +325,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 			return nil
 		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			if transient(err) {
+			if transient.Is(err) {
 				p.waitingForCluster(pod, t)
 			}
 			return fmt.Errorf("delete pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
@@ -349,7 +351,7 @@ const EventWaitingForCluster = "WaitingForCluster"
 func (p *Provider) waitingForCluster(pod *corev1.Pod, t translate.Target) {
 	msg := fmt.Sprintf("Cluster %s cannot be reached, so its copy of this pod cannot be stopped or seen to stop: "+
 		"the pod stays Terminating until the cluster answers, and its controller makes no replacement for a StatefulSet pod meanwhile", t.Cluster)
-	if claims := podClaimNames(pod); len(claims) > 0 {
+	if claims := mirror.PodClaimNames(pod); len(claims) > 0 {
 		msg += fmt.Sprintf(". Its data (claim %s) is in that cluster; to start afresh elsewhere without it, "+
 			"delete the claim and force-delete this pod (kubectl delete pod --force), accepting that the old copy may still run there", strings.Join(claims, ", "))
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -451,7 +452,7 @@ func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
 	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
 	w.eventually("member event on the host pod", func() bool {
 		e := w.mirroredEvents()
-		m := e[hostEventName("web", event.UID)]
+		m := e[mirror.HostEventName("web", event.UID)]
 		return len(e) == 1 && m.InvolvedObject.Name == "web" && m.Reason == "Scheduled" && m.Message == event.Message
 	})
 }

@@ -12,6 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+
+	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/mirror"
 )
 
 // AppliedOverridesAnnotation on a host pod lists the override policies
@@ -21,7 +24,7 @@ const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
 
 // ErrOverridesNotSynced is returned by Overrides while the override
 // policies cannot be read yet; forwarding is retried.
-var ErrOverridesNotSynced = fmt.Errorf("override policies not read yet: %w", errRetry)
+var ErrOverridesNotSynced = fmt.Errorf("override policies not read yet: %w", transient.ErrRetry)
 
 // Overrides applies OverridePolicies and ClusterOverridePolicies to a pod
 // forwarded to a cluster.
@@ -37,15 +40,7 @@ type Overrides interface {
 // overridden applies the override policies to a host object about to be
 // mirrored into the member.
 func overridden[T runtime.Object](e *env, obj T, kind string) (T, error) {
-	if e.cfg.Overrides == nil {
-		return obj, nil
-	}
-	out, err := e.cfg.Overrides.Object(obj, kind, e.cfg.NodeName)
-	if err != nil {
-		var zero T
-		return zero, fmt.Errorf("override %s for cluster %s: %w", kind, e.cfg.NodeName, err)
-	}
-	return out.(T), nil
+	return mirror.Overridden(objectOverrides(e.cfg.Overrides), e.cfg.NodeName, obj, kind)
 }
 
 // override applies the override policies to a copy of the host pod.
@@ -55,7 +50,7 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	}
 	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
 	if err != nil {
-		if !errors.Is(err, errRetry) {
+		if !errors.Is(err, transient.ErrRetry) {
 			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
 				"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -143,16 +144,10 @@ type Provider struct {
 	// not UID, so that an entry goes as soon as its host pod is found gone:
 	// a gone host pod's UID is no longer known.
 	seen sync.Map
-	// ns owns the member namespaces forwarded pods land in.
-	ns *namespaceMirror
-	// svc mirrors the Services that select forwarded pods.
-	svc *serviceMirror
+	// mirrors make namespaces, Services, claims and events follow the pods.
+	mirrors *mirror.Mirrors
 	// deps mirrors the Secrets, ConfigMaps and ServiceAccounts pods use.
 	deps *dependencies
-	// claims makes the claims of forwarded pods follow them.
-	claims *claims
-	// events mirrors member pod events onto host pods, when configured.
-	events *eventMirror
 	// unforwarded holds the keys of the host pods last seen to run without
 	// a member pod (see Backlog).
 	unforwarded sync.Map
@@ -216,22 +211,17 @@ func New(cfg Config) (*Provider, error) {
 	if _, err := cfg.HostPods.Informer().AddEventHandler(p.hostStatus.cacheEvents()); err != nil {
 		return nil, fmt.Errorf("watch host pods: %w", err)
 	}
-	if cfg.MirrorEvents {
-		if p.events, err = newEventMirror(p.env); err != nil {
-			return nil, fmt.Errorf("watch member events: %w", err)
-		}
-	}
-	if p.ns, err = newNamespaceMirror(p.env); err != nil {
-		return nil, fmt.Errorf("watch namespaces: %w", err)
-	}
-	if p.svc, err = newServiceMirror(p.env, p.ns); err != nil {
-		return nil, fmt.Errorf("watch services: %w", err)
+	if p.mirrors, err = mirror.New(mirror.Config{
+		NodeName: cfg.NodeName, Installation: cfg.Installation, Namespace: cfg.Namespace,
+		HostClient: cfg.HostClient, MemberClient: cfg.MemberClient,
+		HostInformers: cfg.HostInformers, MemberInformers: cfg.MemberInformers,
+		HostPods: p.hostPods, MemberPods: p.memberPods, Recorder: cfg.Recorder, Clock: cfg.Clock,
+		Overrides: objectOverrides(cfg.Overrides), StorageClasses: cfg.StorageClasses, Events: cfg.MirrorEvents,
+	}); err != nil {
+		return nil, err
 	}
 	if p.deps, err = newDependencies(p.env, p); err != nil {
 		return nil, err
-	}
-	if p.claims, err = newClaims(p.env, p.ns); err != nil {
-		return nil, fmt.Errorf("watch claims: %w", err)
 	}
 	return p, nil
 }
@@ -274,8 +264,8 @@ func (p *Provider) publish(host *corev1.Pod, status corev1.PodStatus) {
 // memberPodCameOrWent lets the Services of the pod's host namespace follow
 // the pods: a member Service exists while matching pods run there.
 func (p *Provider) memberPodCameOrWent(obj any) {
-	if m, ok := memberpod.Of(obj); ok && p.svc != nil {
-		p.svc.podChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
+	if m, ok := memberpod.Of(obj); ok && p.mirrors != nil {
+		p.mirrors.Services.PodChanged(m.Annotations[wellknown.HostNamespaceAnnotation])
 	}
 }
 
@@ -315,14 +305,17 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
 	wg.Go(func() { keyqueue.Run(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { p.deps.run(ctx) })
-	wg.Go(func() { p.ns.run(ctx) })
-	wg.Go(func() { p.svc.run(ctx) })
-	wg.Go(func() { p.claims.run(ctx) })
-	if p.events != nil {
-		wg.Go(func() { p.events.run(ctx) })
-	}
+	wg.Go(func() { p.mirrors.Run(ctx) })
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
 	wg.Wait()
+}
+
+// objectOverrides is o as the mirrors take it: none when o is nil.
+func objectOverrides(o Overrides) mirror.ObjectOverrides {
+	if o == nil {
+		return nil
+	}
+	return o
 }

@@ -22,6 +22,7 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/provider/mirror"
 )
 
 // withStorageClass creates the storage class name — no provisioner, bound
@@ -636,7 +637,7 @@ func TestClaimSelectorsAndSources(t *testing.T) {
 	claimAndPod(t, ns, "restored", "restorer", "tiered", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
 	})
-	waitEvent(t, ns, "restored", corev1.EventTypeWarning, provider.EventNotOffered, "VolumeSnapshot nightly is in the host cluster, where no member can read it")
+	waitEvent(t, ns, "restored", corev1.EventTypeWarning, mirror.EventNotOffered, "VolumeSnapshot nightly is in the host cluster, where no member can read it")
 	eventually(t, time.Minute, "restorer Pending, saying it has no volume", func(ctx context.Context) (bool, string, error) {
 		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "restorer", metav1.GetOptions{})
 		if err != nil {

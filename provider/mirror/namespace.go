@@ -1,4 +1,4 @@
-package provider
+package mirror
 
 import (
 	"context"
@@ -19,16 +19,17 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keylock"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/internal/transient"
 )
 
-// namespaceMirror owns the member namespaces that forwarded pods land in.
+// Namespaces owns the member namespaces that forwarded pods land in.
 // A mapped namespace is created on first use with the host namespace's
 // labels and annotations, kept in step with them, and deleted when the host
 // namespace is deleted — but only if flotilla created it and nothing but
 // this virtual cluster's objects is left in it (see memberns): an existing
 // namespace (default, or one an administrator made) is used and never
 // modified or deleted.
-type namespaceMirror struct {
+type Namespaces struct {
 	env      *env
 	hostNS   corev1listers.NamespaceLister
 	memberNS corev1listers.NamespaceLister
@@ -40,10 +41,10 @@ type namespaceMirror struct {
 	creating keylock.Map
 }
 
-func newNamespaceMirror(e *env) (*namespaceMirror, error) {
+func newNamespaces(e *env) (*Namespaces, error) {
 	host := e.cfg.HostInformers.Namespaces()
 	member := e.cfg.MemberInformers.Namespaces()
-	m := &namespaceMirror{
+	m := &Namespaces{
 		env: e, hostNS: host.Lister(), memberNS: member.Lister(),
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  keyqueue.New("namespaces"),
@@ -74,12 +75,12 @@ func newNamespaceMirror(e *env) (*namespaceMirror, error) {
 }
 
 // ours reports whether this virtual node of this installation created ns.
-func (m *namespaceMirror) ours(ns *corev1.Namespace) bool {
+func (m *Namespaces) ours(ns *corev1.Namespace) bool {
 	return m.env.ours(ns) && ns.Labels[wellknown.ManagedByLabel] == wellknown.ManagedByValue
 }
 
 // desired is the member namespace for a host namespace.
-func (m *namespaceMirror) desired(memberNS string, host *corev1.Namespace, hostName string) *corev1.Namespace {
+func (m *Namespaces) desired(memberNS string, host *corev1.Namespace, hostName string) *corev1.Namespace {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: memberNS, Labels: map[string]string{}, Annotations: map[string]string{}}}
 	if host != nil {
 		maps.Copy(ns.Labels, host.Labels)
@@ -92,8 +93,8 @@ func (m *namespaceMirror) desired(memberNS string, host *corev1.Namespace, hostN
 	return ns
 }
 
-// ensure makes sure the member namespace for hostNS exists and is usable.
-func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) error {
+// Ensure makes sure the member namespace for hostNS exists and is usable.
+func (m *Namespaces) Ensure(ctx context.Context, memberNS, hostNS string) error {
 	if ns, err := m.memberNS.Get(memberNS); err == nil && ns.Status.Phase != corev1.NamespaceTerminating {
 		return nil
 	}
@@ -112,17 +113,18 @@ func (m *namespaceMirror) ensure(ctx context.Context, memberNS, hostNS string) e
 		return fmt.Errorf("ensure namespace %s in cluster %s: %w", memberNS, m.env.cfg.NodeName, err)
 	}
 	if ns.Status.Phase == corev1.NamespaceTerminating {
-		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, m.env.cfg.NodeName, errRetry)
+		return fmt.Errorf("namespace %s in cluster %s is terminating: %w", memberNS, m.env.cfg.NodeName, transient.ErrRetry)
 	}
 	return nil
 }
 
-func (m *namespaceMirror) run(ctx context.Context) {
+// Run keeps the member namespaces in step with the host's until ctx ends.
+func (m *Namespaces) Run(ctx context.Context) {
 	keyqueue.RunSynced(ctx, m.queue, m.synced, 1, m.sync)
 }
 
 // sync brings the member namespace of one host namespace in line with it.
-func (m *namespaceMirror) sync(ctx context.Context, hostName string) error {
+func (m *Namespaces) sync(ctx context.Context, hostName string) error {
 	memberName := m.env.cfg.Namespace(hostName)
 	member, err := m.memberNS.Get(memberName)
 	if apierrors.IsNotFound(err) {

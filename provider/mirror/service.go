@@ -1,4 +1,4 @@
-package provider
+package mirror
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -27,14 +28,14 @@ const (
 	EventServiceCollision = "ServiceCollision"
 )
 
-// serviceMirror makes Services follow the workloads: a host Service whose
+// Services makes Services follow the workloads: a host Service whose
 // selector matches pods forwarded by this virtual node is mirrored into the
 // member namespace those pods run in, so that clients inside the member
 // reach them by the usual name; it is kept updated and removed with the last
 // such pod. The member allocates its own cluster IP and node ports.
-type serviceMirror struct {
+type Services struct {
 	env      *env
-	ns       *namespaceMirror
+	ns       *Namespaces
 	host     corev1listers.ServiceLister
 	member   corev1listers.ServiceLister
 	synced   []cache.InformerSynced
@@ -42,10 +43,10 @@ type serviceMirror struct {
 	hostPods corev1listers.PodLister
 }
 
-func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
+func newServices(e *env, ns *Namespaces) (*Services, error) {
 	host := e.cfg.HostInformers.Services()
 	member := e.cfg.MemberInformers.Services()
-	m := &serviceMirror{
+	m := &Services{
 		env: e, ns: ns, host: host.Lister(), member: member.Lister(), hostPods: e.hostPods,
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  keyqueue.New("services"),
@@ -73,9 +74,9 @@ func newServiceMirror(e *env, ns *namespaceMirror) (*serviceMirror, error) {
 	return m, nil
 }
 
-// podChanged re-evaluates the Services of a namespace whose forwarded pods
+// PodChanged re-evaluates the Services of a namespace whose forwarded pods
 // changed (appeared, were relabelled or went away).
-func (m *serviceMirror) podChanged(namespace string) {
+func (m *Services) PodChanged(namespace string) {
 	svcs, err := m.host.Services(namespace).List(labels.Everything())
 	if err != nil {
 		return
@@ -85,13 +86,14 @@ func (m *serviceMirror) podChanged(namespace string) {
 	}
 }
 
-func (m *serviceMirror) run(ctx context.Context) {
+// Run mirrors Services until ctx ends.
+func (m *Services) Run(ctx context.Context) {
 	keyqueue.RunSynced(ctx, m.queue, m.synced, 1, m.sync)
 }
 
 // wanted reports whether any pod this virtual node runs matches the host
 // Service's selector.
-func (m *serviceMirror) wanted(svc *corev1.Service) (bool, error) {
+func (m *Services) wanted(svc *corev1.Service) (bool, error) {
 	if svc == nil || svc.DeletionTimestamp != nil || len(svc.Spec.Selector) == 0 {
 		return false, nil
 	}
@@ -107,7 +109,7 @@ func (m *serviceMirror) wanted(svc *corev1.Service) (bool, error) {
 	return false, nil
 }
 
-func (m *serviceMirror) sync(ctx context.Context, key string) error {
+func (m *Services) sync(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	hostSvc, err := m.host.Services(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -150,7 +152,7 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 	}
 	desired := MemberService(src, t)
 	if cur == nil {
-		if err := m.ns.ensure(ctx, t.Namespace, ns); err != nil {
+		if err := m.ns.Ensure(ctx, t.Namespace, ns); err != nil {
 			return err
 		}
 		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
@@ -158,7 +160,7 @@ func (m *serviceMirror) sync(ctx context.Context, key string) error {
 			log.G(ctx).WithField("service", key).WithField("cluster", t.Cluster).Debug("mirrored service")
 		}
 		if apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("service %s/%s appeared in cluster %s: %w", t.Namespace, name, t.Cluster, errRetry)
+			return fmt.Errorf("service %s/%s appeared in cluster %s: %w", t.Namespace, name, t.Cluster, transient.ErrRetry)
 		}
 		return err
 	}

@@ -1,4 +1,6 @@
-package provider
+// This file tests which errors are taken to pass by themselves.
+
+package transient
 
 import (
 	"context"
@@ -32,7 +34,7 @@ func TestTransient(t *testing.T) {
 		err  error
 		want bool
 	}{
-		"retry marker":                    {fmt.Errorf("namespace terminating: %w", errRetry), true},
+		"retry marker":                    {fmt.Errorf("namespace terminating: %w", ErrRetry), true},
 		"deadline":                        {fmt.Errorf("get: %w", context.DeadlineExceeded), true},
 		"too many requests":               {apierrors.NewTooManyRequests("slow down", 1), true},
 		"server timeout":                  {apierrors.NewServerTimeout(pods, "create", 1), true},
@@ -54,8 +56,8 @@ func TestTransient(t *testing.T) {
 		"not owned":             {errors.New("pod app/web already exists in cluster vn and is not managed by this flotilla virtual node"), false},
 	}
 	for name, tc := range cases {
-		if got := transient(tc.err); got != tc.want {
-			t.Errorf("%s: transient(%v) = %v, want %v", name, tc.err, got, tc.want)
+		if got := Is(tc.err); got != tc.want {
+			t.Errorf("%s: Is(%v) = %v, want %v", name, tc.err, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package provider
+package mirror
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
-// eventMirror reflects the events of forwarded member pods (pulled, started,
+// Events reflects the events of forwarded member pods (pulled, started,
 // back-off, OOM-killed, FailedScheduling in the member, ...) onto their host
 // pods. Each member event becomes one host event, which follows the member
 // event's count as it repeats; events older than this process are not
@@ -39,7 +39,7 @@ import (
 // member's event and pod watches are not ordered, and the host pod cache
 // may lag too. Such an event is retried for a while, and counted as
 // mirrored only once it was.
-type eventMirror struct {
+type Events struct {
 	env    *env
 	since  time.Time
 	events cache.Store
@@ -61,8 +61,8 @@ const eventRetries = 8
 // apiserver, which a burst of pods keeps busy.
 const eventWorkers = 4
 
-func newEventMirror(e *env) (*eventMirror, error) {
-	m := &eventMirror{env: e, since: e.cfg.Clock.Now().Add(-time.Second),
+func newEvents(e *env) (*Events, error) {
+	m := &Events{env: e, since: e.cfg.Clock.Now().Add(-time.Second),
 		mirrored: map[types.UID]int32{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 10*time.Second),
@@ -86,7 +86,7 @@ func newEventMirror(e *env) (*eventMirror, error) {
 	return m, err
 }
 
-func (m *eventMirror) observe(obj any) {
+func (m *Events) observe(obj any) {
 	e := asMemberEvent(obj)
 	if e == nil || e.at.Before(m.since) {
 		return
@@ -94,14 +94,14 @@ func (m *eventMirror) observe(obj any) {
 	m.queue.Add(cache.ObjectName{Namespace: e.namespace, Name: e.name}.String())
 }
 
-// run mirrors events until ctx ends.
-func (m *eventMirror) run(ctx context.Context) {
+// Run mirrors events until ctx ends.
+func (m *Events) Run(ctx context.Context) {
 	keyqueue.RunSynced(ctx, m.queue, nil, eventWorkers, m.sync)
 }
 
 // sync mirrors one event. One whose host pod is not in the cache yet, or
 // whose write failed, is tried again a few times.
-func (m *eventMirror) sync(ctx context.Context, key string) error {
+func (m *Events) sync(ctx context.Context, key string) error {
 	err := m.mirror(ctx, key)
 	if err == nil || m.queue.NumRequeues(key) < eventRetries {
 		return err
@@ -114,7 +114,7 @@ func (m *eventMirror) sync(ctx context.Context, key string) error {
 
 // mirror writes the occurrences of an event not mirrored yet onto its host
 // pod. It returns keyqueue.ErrRequeue when the pod is not found yet.
-func (m *eventMirror) mirror(ctx context.Context, key string) error {
+func (m *Events) mirror(ctx context.Context, key string) error {
 	obj, ok, _ := m.events.GetByKey(key)
 	e := asMemberEvent(obj)
 	if !ok || e == nil {
@@ -153,9 +153,9 @@ func (m *eventMirror) mirror(ctx context.Context, key string) error {
 // before (by this process, or by one before it, whose writes the
 // deterministic name finds), brings its count and message up to date.
 // NotFound means the host pod's namespace is gone.
-func (m *eventMirror) write(ctx context.Context, host *corev1.Pod, e *memberEvent, existed bool) error {
+func (m *Events) write(ctx context.Context, host *corev1.Pod, e *memberEvent, existed bool) error {
 	c := m.env.cfg.HostClient
-	name := hostEventName(host.Name, e.uid)
+	name := HostEventName(host.Name, e.uid)
 	now := metav1.NewTime(m.env.cfg.Clock.Now())
 	update := func() error {
 		patch, err := json.Marshal(eventUpdate{Count: e.count, LastTimestamp: now, Message: e.message})
@@ -194,15 +194,15 @@ type eventUpdate struct {
 	Message       string      `json:"message"`
 }
 
-// hostEventName names the host event of the member event uid on the host
+// HostEventName names the host event of the member event uid on the host
 // pod: the same name from any process, so that a write is never doubled.
-func hostEventName(pod string, uid types.UID) string {
+func HostEventName(pod string, uid types.UID) string {
 	h := fnv.New64a()
 	h.Write([]byte(uid))
 	return fmt.Sprintf("%s.%016x", pod, h.Sum64())
 }
 
-func (m *eventMirror) forget(obj any) {
+func (m *Events) forget(obj any) {
 	if e := asMemberEvent(podcache.LastState(obj)); e != nil {
 		m.mu.Lock()
 		delete(m.mirrored, e.uid)
@@ -214,7 +214,7 @@ func (m *eventMirror) forget(obj any) {
 // UIDs on both sides so an event never lands on a namesake. When it finds
 // none, retry says whether a cache may not show the pods yet: the member pod
 // is missing, or it is this node's and its host pod is missing.
-func (m *eventMirror) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
+func (m *Events) hostPodOf(ref podRef) (host *corev1.Pod, retry bool) {
 	member, err := m.env.memberPods.Get(ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, true

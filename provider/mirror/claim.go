@@ -1,14 +1,14 @@
-package provider
+// This file makes the PersistentVolumeClaims of forwarded pods follow
+// them into the member, and the host volumes report what it gave.
+
+package mirror
 
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
-	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,6 +22,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -48,19 +49,19 @@ const (
 	// VolumeDriver is the CSI driver of the host volumes that stand for
 	// member volumes.
 	VolumeDriver = wellknown.VolumeDriver
-	// offerForLabel marks a host PersistentVolume offered to one claim
+	// OfferForLabel marks a host PersistentVolume offered to one claim
 	// (its UID) that is still unbound: the host scheduler binds the claim
 	// to the offer of the cluster its pod goes to.
-	offerForLabel = wellknown.Prefix + "offer-for"
-	// memberVolumeAnnotation names, on a host PersistentVolume, the member
+	OfferForLabel = wellknown.Prefix + "offer-for"
+	// MemberVolumeAnnotation names, on a host PersistentVolume, the member
 	// PersistentVolume it stands for.
-	memberVolumeAnnotation = wellknown.Prefix + "member-volume"
-	// noProvisioner is the provisioner of storage classes without dynamic
+	MemberVolumeAnnotation = wellknown.Prefix + "member-volume"
+	// NoProvisioner is the provisioner of storage classes without dynamic
 	// provisioning, the classes whose claims flotilla offers volumes to.
-	noProvisioner = "kubernetes.io/no-provisioner"
+	NoProvisioner = "kubernetes.io/no-provisioner"
 )
 
-// claims makes PersistentVolumeClaims follow their pods into the member.
+// Claims makes PersistentVolumeClaims follow their pods into the member.
 //
 // A host claim of a storage class that binds on first consumer and has no
 // provisioner of its own (the kind a cluster of virtual nodes has: nothing
@@ -75,9 +76,9 @@ const (
 // later pod of the claim can only be placed on that virtual node (data
 // gravity, with no special case in the pod path). Deleting the host claim
 // deletes the member claim flotilla created, then the host volume.
-type claims struct {
+type Claims struct {
 	env   *env
-	ns    *namespaceMirror
+	ns    *Namespaces
 	queue workqueue.TypedRateLimitingInterface[string]
 
 	hostClaims    corev1listers.PersistentVolumeClaimLister
@@ -88,13 +89,13 @@ type claims struct {
 	synced        []cache.InformerSynced
 }
 
-func newClaims(e *env, ns *namespaceMirror) (*claims, error) {
+func newClaims(e *env, ns *Namespaces) (*Claims, error) {
 	hc := e.cfg.HostInformers.PersistentVolumeClaims()
 	hv := e.cfg.HostInformers.PersistentVolumes()
 	hs := e.cfg.HostInformers.StorageClasses()
 	mc := e.cfg.MemberInformers.PersistentVolumeClaims()
 	ms := e.cfg.MemberInformers.StorageClasses()
-	c := &claims{
+	c := &Claims{
 		env: e, ns: ns, queue: keyqueue.New("claims"),
 		hostClaims: hc.Lister(), hostVolumes: hv.Lister(), hostClasses: hs.Lister(),
 		memberClaims: mc.Lister(), memberClasses: ms.Lister(),
@@ -175,7 +176,7 @@ func hostKey(o metav1.Object) string {
 
 // clonesOf are the keys of the unbound claims whose data source is the
 // claim namespace/name.
-func (c *claims) clonesOf(namespace, name string) []string {
+func (c *Claims) clonesOf(namespace, name string) []string {
 	all, err := c.hostClaims.PersistentVolumeClaims(namespace).List(labels.Everything())
 	if err != nil {
 		return nil
@@ -189,7 +190,7 @@ func (c *claims) clonesOf(namespace, name string) []string {
 	return out
 }
 
-func (c *claims) requeueAll() {
+func (c *Claims) requeueAll() {
 	all, err := c.hostClaims.List(labels.Everything())
 	if err != nil {
 		return
@@ -199,26 +200,20 @@ func (c *claims) requeueAll() {
 	}
 }
 
-func (c *claims) run(ctx context.Context) { keyqueue.RunSynced(ctx, c.queue, c.synced, 2, c.sync) }
+// Run mirrors claims until ctx ends.
+func (c *Claims) Run(ctx context.Context) { keyqueue.RunSynced(ctx, c.queue, c.synced, 2, c.sync) }
 
 // memberClass is the member storage class a host class maps to.
-func (c *claims) memberClass(host string) string {
+func (c *Claims) memberClass(host string) string {
 	if m, ok := c.env.cfg.StorageClasses[host]; ok {
 		return m
 	}
 	return host
 }
 
-// offered reports whether flotilla offers volumes to claims of the class:
-// binding on first consumer, with no provisioner of its own.
-func offered(class *storagev1.StorageClass) bool {
-	return class.VolumeBindingMode != nil && *class.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer &&
-		(class.Provisioner == "" || class.Provisioner == noProvisioner)
-}
-
 // volumes are the host volumes of this virtual node that stand for, or are
 // offered to, the claim of key.
-func (c *claims) volumes(key string) ([]*corev1.PersistentVolume, error) {
+func (c *Claims) volumes(key string) ([]*corev1.PersistentVolume, error) {
 	all, err := c.hostVolumes.List(c.env.ownSelector())
 	if err != nil {
 		return nil, err
@@ -232,7 +227,7 @@ func (c *claims) volumes(key string) ([]*corev1.PersistentVolume, error) {
 	return out, nil
 }
 
-func (c *claims) sync(ctx context.Context, key string) error {
+func (c *Claims) sync(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	claim, err := c.hostClaims.PersistentVolumeClaims(ns).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -247,7 +242,7 @@ func (c *claims) sync(ctx context.Context, key string) error {
 	held := false // a volume of ours is on offer to the claim, or taken by it
 	for _, v := range vols {
 		switch {
-		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[offerForLabel] == string(claim.UID):
+		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[OfferForLabel] == string(claim.UID):
 			held = true // still on offer
 		case claim != nil && claim.Spec.VolumeName == v.Name && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == claim.UID:
 			if err := c.follow(ctx, claim, v); err != nil {
@@ -276,206 +271,10 @@ func (c *claims) sync(ctx context.Context, key string) error {
 	return c.offer(ctx, claim)
 }
 
-// offer creates this cluster's offer to an unbound claim, if the claim's
-// class is one flotilla offers to and the member has the class it maps to.
-func (c *claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	className := ptr.Deref(claim.Spec.StorageClassName, "")
-	if className == "" {
-		return nil
-	}
-	class, err := c.hostClasses.Get(className)
-	if apierrors.IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if !offered(class) {
-		return nil
-	}
-	if _, err := c.memberClasses.Get(c.memberClass(className)); apierrors.IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if ok, err := c.sourceHere(claim); err != nil || !ok {
-		return err
-	}
-	extra, err := selectedLabels(claim.Spec.Selector, c.env.owner().Stamp(map[string]string{offerForLabel: string(claim.UID)}))
-	if err != nil {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
-			"Cluster %s offers no volume to this claim: its selector %v", c.env.cfg.NodeName, err)
-		return nil
-	}
-	// The name is fixed per claim and attempt, so that a sync that runs
-	// before the cache shows the offer it made cannot make a second. An
-	// offer the host bound to another claim (of the same class and size)
-	// keeps its label: the next attempt gets the next name.
-	made, err := c.hostVolumes.List(labels.SelectorFromSet(map[string]string{offerForLabel: string(claim.UID)}))
-	if err != nil {
-		return err
-	}
-	attempt := 0
-	for _, v := range made {
-		if c.env.ours(v) {
-			attempt++
-		}
-	}
-	size := claim.Spec.Resources.Requests[corev1.ResourceStorage]
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:   fmt.Sprintf("flotilla-%s-%s-%d", c.env.cfg.NodeName, claim.UID, attempt),
-			Labels: extra,
-			Annotations: map[string]string{
-				wellknown.HostNamespaceAnnotation: claim.Namespace,
-				wellknown.HostNameAnnotation:      claim.Name,
-			},
-		},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: size},
-			AccessModes:                   slices.Clone(claim.Spec.AccessModes),
-			VolumeMode:                    claim.Spec.VolumeMode,
-			StorageClassName:              className,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver:       VolumeDriver,
-				VolumeHandle: c.env.cfg.NodeName + "/" + string(claim.UID),
-			}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{c.env.cfg.NodeName},
-				}},
-			}}}},
-		},
-	}
-	_, err = c.env.cfg.HostClient.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil // made by an earlier sync; the cache will show it
-	}
-	if err != nil {
-		return fmt.Errorf("offer a volume of cluster %s to claim %s/%s: %w", c.env.cfg.NodeName, claim.Namespace, claim.Name, err)
-	}
-	log.G(ctx).WithField("claim", claim.Namespace+"/"+claim.Name).Debug("volume offered")
-	return nil
-}
-
-// isClaimRef reports whether a data source is a PersistentVolumeClaim.
-func isClaimRef(ref *corev1.TypedObjectReference) bool {
-	return ptr.Deref(ref.APIGroup, "") == "" && ref.Kind == "PersistentVolumeClaim"
-}
-
-// sourceHere reports whether this cluster can honour the claim's data
-// source. A claim cloned from another claim is offered only by the cluster
-// holding that claim's data, and there its member copy is cloned from the
-// source's member copy, by the member's own storage; until the source is
-// bound nobody offers. A data source of any other kind (a VolumeSnapshot, a
-// volume populator's object) lives in the host, where no member can read
-// it: the claim is refused, with an event saying why, rather than given an
-// empty volume.
-func (c *claims) sourceHere(claim *corev1.PersistentVolumeClaim) (bool, error) {
-	ref := claim.Spec.DataSourceRef
-	if ref == nil {
-		return true, nil
-	}
-	if !isClaimRef(ref) || (ref.Namespace != nil && *ref.Namespace != claim.Namespace) {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
-			"Cluster %s offers no volume to this claim: its data source %s %s is in the host cluster, where no member can read it; "+
-				"flotilla carries only a PersistentVolumeClaim of the same namespace as a data source, cloned in the cluster holding its data",
-			c.env.cfg.NodeName, ref.Kind, ref.Name)
-		return false, nil
-	}
-	src, err := c.hostClaims.PersistentVolumeClaims(claim.Namespace).Get(ref.Name)
-	if apierrors.IsNotFound(err) || (err == nil && src.Spec.VolumeName == "") {
-		return false, nil // offered once the source is bound (clonesOf)
-	} else if err != nil {
-		return false, err
-	}
-	v, err := c.hostVolumes.Get(src.Spec.VolumeName)
-	if apierrors.IsNotFound(err) {
-		return false, nil // offered once the cache shows the volume (clonesOf)
-	} else if err != nil {
-		return false, err
-	}
-	if v.Spec.CSI == nil || v.Spec.CSI.Driver != VolumeDriver {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
-			"Cluster %s offers no volume to this claim: its data source, claim %s, is bound to PersistentVolume %s, which no member cluster holds",
-			c.env.cfg.NodeName, src.Name, v.Name)
-		return false, nil
-	}
-	return c.env.ours(v), nil
-}
-
-// selectedLabels adds to own the labels an offer needs to match selector,
-// the claim's: matchLabels and one value of each In, a key for each
-// Exists. It fails when no labels can match, or when the selector is about
-// flotilla's own labels.
-func selectedLabels(selector *metav1.LabelSelector, own map[string]string) (map[string]string, error) {
-	if selector == nil {
-		return own, nil
-	}
-	out := maps.Clone(own)
-	set := func(k, v string) {
-		if _, ok := out[k]; !ok {
-			out[k] = v
-		}
-	}
-	for k, v := range selector.MatchLabels {
-		set(k, v)
-	}
-	for _, r := range selector.MatchExpressions {
-		switch r.Operator {
-		case metav1.LabelSelectorOpIn:
-			if len(r.Values) > 0 {
-				set(r.Key, r.Values[0])
-			}
-		case metav1.LabelSelectorOpExists:
-			set(r.Key, "")
-		}
-	}
-	sel, err := metav1.LabelSelectorAsSelector(selector)
-	if err != nil {
-		return nil, fmt.Errorf("is not valid: %w", err)
-	}
-	if !sel.Matches(labels.Set(out)) {
-		return nil, fmt.Errorf("%s matches no volume flotilla can make (it would need labels %v)", sel, out)
-	}
-	return out, nil
-}
-
-// release deletes a host volume of ours whose claim is gone or went
-// elsewhere, after the member claim it stands for, if flotilla created one.
-func (c *claims) release(ctx context.Context, v *corev1.PersistentVolume) error {
-	if r := v.Spec.ClaimRef; r != nil {
-		t := c.env.target(r.Namespace)
-		m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(r.Name)
-		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return err
-		case c.env.ours(m) && m.Labels[wellknown.HostUIDLabel] == string(r.UID):
-			if m.DeletionTimestamp == nil {
-				err := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace).Delete(ctx, m.Name,
-					metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(m.UID))})
-				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					return fmt.Errorf("delete claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
-				}
-			}
-			// The host volume goes once the member claim is gone
-			// (its deletion event requeues the claim).
-			return nil
-		}
-	}
-	err := c.env.cfg.HostClient.CoreV1().PersistentVolumes().Delete(ctx, v.Name,
-		metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(v.UID))})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return fmt.Errorf("delete volume %s: %w", v.Name, err)
-	}
-	return nil
-}
-
 // follow keeps a claim bound to one of our volumes in step with the
 // member: the member claim exists (once the member namespace does: the
 // pod's forward creates it) and the host reports what the member gave.
-func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) error {
+func (c *Claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) error {
 	t := c.env.target(claim.Namespace)
 	m, err := c.memberClaims.PersistentVolumeClaims(t.Namespace).Get(claim.Name)
 	if apierrors.IsNotFound(err) {
@@ -495,12 +294,12 @@ func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 	if !ok {
 		return nil
 	}
-	if v.Annotations[memberVolumeAnnotation] != m.Spec.VolumeName || !sameQuantity(v.Spec.Capacity[corev1.ResourceStorage], size) {
+	if v.Annotations[MemberVolumeAnnotation] != m.Spec.VolumeName || !sameQuantity(v.Spec.Capacity[corev1.ResourceStorage], size) {
 		nv := v.DeepCopy()
 		if nv.Annotations == nil {
 			nv.Annotations = map[string]string{}
 		}
-		nv.Annotations[memberVolumeAnnotation] = m.Spec.VolumeName
+		nv.Annotations[MemberVolumeAnnotation] = m.Spec.VolumeName
 		nv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
 		if _, err := c.env.cfg.HostClient.CoreV1().PersistentVolumes().Update(ctx, nv, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update volume %s: %w", v.Name, err)
@@ -526,7 +325,7 @@ func (c *claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 // expansion in the host). The member's class decides whether it can; its
 // answer is reported on the host claim, and what it gives comes back
 // through follow.
-func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeClaim, t translate.Target) error {
+func (c *Claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeClaim, t translate.Target) error {
 	want := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if want.Cmp(m.Spec.Resources.Requests[corev1.ResourceStorage]) <= 0 {
 		return nil
@@ -549,7 +348,7 @@ func (c *claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeCl
 func sameQuantity(a, b resource.Quantity) bool { return a.Cmp(b) == 0 }
 
 // memberClaim is the member copy of a host claim.
-func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t translate.Target) *corev1.PersistentVolumeClaim {
+func (c *Claims) memberClaim(claim *corev1.PersistentVolumeClaim, t translate.Target) *corev1.PersistentVolumeClaim {
 	class := c.memberClass(ptr.Deref(claim.Spec.StorageClassName, ""))
 	m := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
@@ -578,7 +377,7 @@ func (c *claims) memberClaim(claim *corev1.PersistentVolumeClaim, t translate.Ta
 
 // create creates the member copy of claim; a member claim of that name
 // that is not flotilla's is reported on the host claim and left alone.
-func (c *claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim, t translate.Target) (*corev1.PersistentVolumeClaim, error) {
+func (c *Claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim, t translate.Target) (*corev1.PersistentVolumeClaim, error) {
 	client := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace)
 	m, err := client.Create(ctx, c.memberClaim(claim, t), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -595,10 +394,10 @@ func (c *claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim
 	return m, nil
 }
 
-// podClaimNames are the claims a pod's volumes use, by name: those of
+// PodClaimNames are the claims a pod's volumes use, by name: those of
 // persistentVolumeClaim volumes and the ones the host made for its generic
 // ephemeral volumes (named <pod>-<volume>).
-func podClaimNames(pod *corev1.Pod) []string {
+func PodClaimNames(pod *corev1.Pod) []string {
 	var out []string
 	for _, v := range pod.Spec.Volumes {
 		switch {
@@ -611,31 +410,31 @@ func podClaimNames(pod *corev1.Pod) []string {
 	return out
 }
 
-// ensure makes the member copies of the claims a host pod uses exist
+// Ensure makes the member copies of the claims a host pod uses exist
 // before the pod is forwarded. A claim the host bound to a volume that is
 // not this cluster's cannot be used here: the pod fails to forward.
-func (c *claims) ensure(ctx context.Context, pod *corev1.Pod, t translate.Target) error {
-	names := podClaimNames(pod)
+func (c *Claims) Ensure(ctx context.Context, pod *corev1.Pod, t translate.Target) error {
+	names := PodClaimNames(pod)
 	if len(names) == 0 {
 		return nil
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("wait for the caches of claims: %w", errRetry)
+		return fmt.Errorf("wait for the caches of claims: %w", transient.ErrRetry)
 	}
 	for i := 0; i < len(names); i++ {
 		name := names[i]
 		claim, err := c.hostClaims.PersistentVolumeClaims(pod.Namespace).Get(name)
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("claim %s/%s is not in the cache yet: %w", pod.Namespace, name, errRetry)
+			return fmt.Errorf("claim %s/%s is not in the cache yet: %w", pod.Namespace, name, transient.ErrRetry)
 		} else if err != nil {
 			return err
 		}
 		if claim.Spec.VolumeName == "" {
-			return fmt.Errorf("claim %s/%s is not bound yet: %w", pod.Namespace, name, errRetry)
+			return fmt.Errorf("claim %s/%s is not bound yet: %w", pod.Namespace, name, transient.ErrRetry)
 		}
 		v, err := c.hostVolumes.Get(claim.Spec.VolumeName)
 		if err != nil {
-			return fmt.Errorf("volume %s of claim %s/%s: %w", claim.Spec.VolumeName, pod.Namespace, name, errRetry)
+			return fmt.Errorf("volume %s of claim %s/%s: %w", claim.Spec.VolumeName, pod.Namespace, name, transient.ErrRetry)
 		}
 		if !c.env.ours(v) {
 			return fmt.Errorf("claim %s/%s is bound to PersistentVolume %s, which is not a volume of cluster %s", pod.Namespace, name, v.Name, t.Cluster)

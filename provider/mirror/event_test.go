@@ -1,4 +1,6 @@
-package provider
+// This file tests the mirror of member pod events onto host pods.
+
+package mirror
 
 import (
 	"context"
@@ -103,13 +105,13 @@ func BenchmarkCachedEventBytes(b *testing.B) {
 	b.ReportMetric(kept, "kept-B/event")
 }
 
-// mirrorWorld is a harness whose caches show n forwarded pods, burst-0..,
+// mirrorWorld is a world whose caches show n forwarded pods, burst-0..,
 // each with a member pod, and whose mirror runs alone: the tests below
 // drive it as the member event informer would.
-func mirrorWorld(t *testing.T, n int) *harness {
+func mirrorWorld(t *testing.T, n int) *world {
 	t.Helper()
-	w := buildHarness(t)
-	target := w.p.target(testNamespace)
+	w := newWorld(t)
+	target := w.cfg.Target(testNamespace)
 	for i := range n {
 		host := boundPod(fmt.Sprintf("burst-%d", i))
 		member := translate.ToMember(host, target)
@@ -119,7 +121,7 @@ func mirrorWorld(t *testing.T, n int) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { w.p.events.run(ctx); close(done) }()
+	go func() { w.m.Events.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	w.ctx = ctx
 	return w
@@ -142,16 +144,16 @@ func memberEventOn(i int, count int32) *corev1.Event {
 }
 
 // memberReports is the member event informer seeing e.
-func (w *harness) memberReports(e *corev1.Event) {
+func (w *world) memberReports(e *corev1.Event) {
 	w.t.Helper()
 	obj, err := MemberEventTransform(e)
 	must(w.t, err)
-	must(w.t, w.p.events.events.Update(obj))
-	w.p.events.observe(obj)
+	must(w.t, w.m.Events.events.Update(obj))
+	w.m.Events.observe(obj)
 }
 
 // mirroredEvents lists the host events the mirror wrote, by name.
-func (w *harness) mirroredEvents() map[string]corev1.Event {
+func (w *world) mirroredEvents() map[string]corev1.Event {
 	w.t.Helper()
 	l, err := w.host.CoreV1().Events(testNamespace).List(context.Background(), metav1.ListOptions{})
 	must(w.t, err)
@@ -197,7 +199,7 @@ func TestMemberEventsOutlastASlowHost(t *testing.T) {
 	defer mu.Unlock()
 	for i := range n {
 		pod := fmt.Sprintf("burst-%d", i)
-		e, ok := got[hostEventName(pod, types.UID(fmt.Sprintf("event-uid-%d", i)))]
+		e, ok := got[HostEventName(pod, types.UID(fmt.Sprintf("event-uid-%d", i)))]
 		if !ok || e.InvolvedObject.Name != pod || e.InvolvedObject.UID != types.UID("uid-"+pod) || e.Count != 1 ||
 			e.Reason != "Scheduled" || e.Source.Host != testNode || e.ReportingController != "default-scheduler" {
 			t.Fatalf("pod %s: host event %+v", pod, e)
@@ -213,7 +215,7 @@ func TestMemberEventsOutlastASlowHost(t *testing.T) {
 // and after the host event expired.
 func TestRepeatedMemberEvent(t *testing.T) {
 	w := mirrorWorld(t, 1)
-	name := hostEventName("burst-0", "event-uid-0")
+	name := HostEventName("burst-0", "event-uid-0")
 	count := func() int32 { return w.mirroredEvents()[name].Count }
 	w.memberReports(memberEventOn(0, 1))
 	w.eventually("first occurrence", func() bool { return count() == 1 })
@@ -224,9 +226,9 @@ func TestRepeatedMemberEvent(t *testing.T) {
 	}
 
 	// A new process knows nothing of what the last one wrote.
-	w.p.events.mu.Lock()
-	clear(w.p.events.mirrored)
-	w.p.events.mu.Unlock()
+	w.m.Events.mu.Lock()
+	clear(w.m.Events.mirrored)
+	w.m.Events.mu.Unlock()
 	w.memberReports(memberEventOn(0, 4))
 	w.eventually("count after a restart", func() bool { return count() == 4 })
 
