@@ -20,7 +20,7 @@ import (
 // are information.
 func TestHealthFailuresWarnWhenTheNodeShowsThem(t *testing.T) {
 	health := &switchableHealth{}
-	p, _ := newTestProvider(t, labels.Everything(), health) // FailureThreshold 2
+	p, _ := newTestSource(t, labels.Everything(), health) // FailureThreshold 2
 	var out bytes.Buffer
 	l := logrus.New()
 	l.SetOutput(&out)

@@ -107,7 +107,7 @@ type Config struct {
 // virtualNode is one running virtual node.
 type virtualNode struct {
 	vc      v1alpha1.VirtualCluster
-	nodes   *clusternode.Provider
+	nodes   *clusternode.Source
 	pods    *provider.Provider
 	podCtl  *node.PodController
 	handler http.Handler
@@ -288,7 +288,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 }
 
 func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member *kube.Factory, memberPods *clusternode.MemberPods, host *kube.Factory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
-	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
+	nodes, err := clusternode.NewSource(clusternode.SourceConfig{
 		Node: clusternode.Config{
 			Name:             vc.Name,
 			Installation:     cfg.Installation,

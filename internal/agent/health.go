@@ -21,7 +21,7 @@ var _ clusternode.HealthChecker = (*sharedHealth)(nil)
 
 // sharedHealth lets every virtual node of the process check the member
 // with one request. Each virtual node checks on its own ticker (see
-// clusternode.Provider); a check within maxAge of the last answer gets that
+// clusternode.Source); a check within maxAge of the last answer gets that
 // answer, and checks made while a request is in flight wait for it. Fifty
 // partitions so cost the member about one /readyz per interval, as one
 // does, rather than fifty; an answer is at most maxAge older than the

@@ -1,3 +1,5 @@
+// This file tests the source of a virtual node's state.
+
 package clusternode
 
 import (
@@ -41,14 +43,14 @@ func (h *switchableHealth) Healthy(context.Context) error {
 	return h.err
 }
 
-// testInterval is the health interval of the test providers, on their fake clock.
+// testInterval is the health interval of the test sources, on their fake clock.
 const testInterval = 5 * time.Second
 
-func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) (*Provider, *clocktesting.FakeClock) {
+func newTestSource(t *testing.T, selector labels.Selector, health HealthChecker, nodes ...*corev1.Node) (*Source, *clocktesting.FakeClock) {
 	t.Helper()
 	f := kube.NewFactory(fake.NewClientset())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	p, err := NewProvider(ProviderConfig{
+	p, err := NewSource(SourceConfig{
 		Node:             Config{Name: "beijing", Installation: "host-1", Selector: selector},
 		Informers:        f,
 		Health:           health,
@@ -71,7 +73,7 @@ func newTestProvider(t *testing.T, selector labels.Selector, health HealthChecke
 func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 	bj := mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"))
 	hz := mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou"))
-	p, _ := newTestProvider(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
+	p, _ := newTestSource(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
 
 	nodes := map[string]struct {
 		node *corev1.Node
@@ -131,7 +133,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 		}
 	}
 
-	whole, _ := newTestProvider(t, nil, &switchableHealth{}, hz)
+	whole, _ := newTestSource(t, nil, &switchableHealth{}, hz)
 	if !whole.nodeMatters(hz) || !whole.podMatters(mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning)) {
 		t.Error("without a selector every node and every bound pod not forwarded matters")
 	}
@@ -142,7 +144,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 // while NotReady, Ready again.
 func TestHealthTransitionsArePublished(t *testing.T) {
 	health := &switchableHealth{}
-	p, clk := newTestProvider(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
+	p, clk := newTestSource(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
 	published := make(chan *corev1.Node, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -204,7 +206,7 @@ func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	health := &slowHealth{clk: clk, took: 40 * time.Millisecond}
 	f := kube.NewFactory(fake.NewClientset())
-	p, err := NewProvider(ProviderConfig{
+	p, err := NewSource(SourceConfig{
 		Node: Config{Name: "beijing", Installation: "host-1"}, Informers: f, Health: health, Clock: clk,
 		HealthInterval: 50 * time.Millisecond, FailureThreshold: 2, Debounce: time.Millisecond,
 	})
@@ -224,7 +226,7 @@ func TestSlowChecksStayAnIntervalApart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d checks in 10s", n)
 		}
-		// The provider waits on the fake clock: move it on in small steps,
+		// The source waits on the fake clock: move it on in small steps,
 		// so that a check started early (on a fixed beat) would show.
 		if clk.HasWaiters() {
 			clk.Step(5 * time.Millisecond)
@@ -250,7 +252,7 @@ func TestKubeletAPIProbe(t *testing.T) {
 	f := kube.NewFactory(fake.NewClientset())
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	api := &switchableHealth{}
-	p, err := NewProvider(ProviderConfig{
+	p, err := NewSource(SourceConfig{
 		Node:               Config{Name: "far", Installation: "host-1"},
 		Informers:          f,
 		Health:             &switchableHealth{},
@@ -298,7 +300,7 @@ func TestKubeletAPIProbe(t *testing.T) {
 }
 
 // awaitNode moves the fake clock on, a health interval at a time, until a
-// node that matches is published; time passes only for the provider.
+// node that matches is published; time passes only for the source.
 func awaitNode(t *testing.T, clk *clocktesting.FakeClock, published <-chan *corev1.Node, what string, match func(*corev1.Node) bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
@@ -334,8 +336,8 @@ func TestPartitionsShareTheMemberPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	partition := func(name string) *Provider {
-		p, err := NewProvider(ProviderConfig{
+	partition := func(name string) *Source {
+		p, err := NewSource(SourceConfig{
 			Node:      Config{Name: name, Installation: "host-1", Selector: labels.SelectorFromSet(labels.Set{"location": name})},
 			Informers: f, Pods: pods, Health: &switchableHealth{},
 		})

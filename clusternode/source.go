@@ -1,3 +1,6 @@
+// This file holds the source of a virtual node's state: the member's
+// nodes, pods and health, turned into the node virtual-kubelet publishes.
+
 package clusternode
 
 import (
@@ -19,21 +22,21 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 )
 
-var _ node.NodeProvider = (*Provider)(nil)
+var _ node.NodeProvider = (*Source)(nil)
 
 // HealthChecker answers whether the member apiserver is reachable.
 type HealthChecker interface {
 	Healthy(ctx context.Context) error
 }
 
-// ProviderConfig holds what a Provider needs; all fields but Clock are required.
-type ProviderConfig struct {
+// SourceConfig holds what a Source needs; all fields but Clock are required.
+type SourceConfig struct {
 	Node Config
-	// Informers is the member's shared informer factory; the provider only
+	// Informers is the member's shared informer factory; the source only
 	// registers the node and pod informers on it and never starts it.
 	Informers *kube.Factory
 	// Pods follows the member's pods; the virtual nodes of one member
-	// share it. When nil, the provider registers its own.
+	// share it. When nil, the source registers its own.
 	Pods   *MemberPods
 	Health HealthChecker
 	// Clock defaults to the real clock.
@@ -51,11 +54,12 @@ type ProviderConfig struct {
 	KubeletAPIInterval time.Duration
 }
 
-// Provider keeps one virtual node in step with its member: it recomputes the
+// Source is the source of a virtual node's state, virtual-kubelet's
+// node.NodeProvider for it: it keeps the node in step with its member: it recomputes the
 // node on member node and pod changes and on health transitions, and hands
 // the result to virtual-kubelet's node controller when it changed.
-type Provider struct {
-	cfg   ProviderConfig
+type Source struct {
+	cfg   SourceConfig
 	nodes corev1listers.NodeLister
 	pods  *MemberPods
 
@@ -72,9 +76,9 @@ type Provider struct {
 	apiError    string
 }
 
-// NewProvider registers the member informers it needs and returns a provider
+// NewSource registers the member informers it needs and returns a source
 // whose Run must be called once the informers have started.
-func NewProvider(cfg ProviderConfig) (*Provider, error) {
+func NewSource(cfg SourceConfig) (*Source, error) {
 	if cfg.Informers == nil || cfg.Health == nil || cfg.Node.Name == "" {
 		return nil, errors.New("clusternode: Informers, Health and Node.Name are required")
 	}
@@ -93,7 +97,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	if cfg.KubeletAPIInterval <= 0 {
 		cfg.KubeletAPIInterval = 30 * time.Second
 	}
-	p := &Provider{
+	p := &Source{
 		cfg:   cfg,
 		nodes: cfg.Informers.Nodes().Lister(),
 		pods:  cfg.Pods,
@@ -124,7 +128,7 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 }
 
 // dirtyWhen marks the node dirty on events whose old or new object matters.
-func (p *Provider) dirtyWhen(matters func(any) bool) cache.ResourceEventHandler {
+func (p *Source) dirtyWhen(matters func(any) bool) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
 			if matters(obj) {
@@ -147,7 +151,7 @@ func (p *Provider) dirtyWhen(matters func(any) bool) cache.ResourceEventHandler 
 // nodeMatters reports whether a member node is in this virtual node's
 // slice: anything about it (readiness, labels, allocatable) may change the
 // virtual node.
-func (p *Provider) nodeMatters(obj any) bool {
+func (p *Source) nodeMatters(obj any) bool {
 	n, ok := objectOf(obj).(*corev1.Node)
 	return ok && (p.cfg.Node.Selector == nil || p.cfg.Node.Selector.Matches(labels.Set(n.Labels)))
 }
@@ -157,7 +161,7 @@ func (p *Provider) nodeMatters(obj any) bool {
 // fit model) and, unless this virtual node forwarded it (the host
 // scheduler counts those), from the sum. A pod whose node is not known yet
 // is counted when the node's own event comes.
-func (p *Provider) podMatters(obj any) bool {
+func (p *Source) podMatters(obj any) bool {
 	pod, ok := memberpod.Of(obj)
 	if !ok || pod.Spec.NodeName == "" {
 		return false
@@ -169,7 +173,7 @@ func (p *Provider) podMatters(obj any) bool {
 // podUpdateMatters reports whether an update of a member pod can change
 // this virtual node. The pods it forwarded change it only when bound or
 // finished: their status updates, the bulk of a burst, do not rebuild it.
-func (p *Provider) podUpdateMatters(old, cur any) bool {
+func (p *Source) podUpdateMatters(old, cur any) bool {
 	if !p.podMatters(old) && !p.podMatters(cur) {
 		return false
 	}
@@ -188,7 +192,7 @@ func objectOf(obj any) any {
 	return obj
 }
 
-func (p *Provider) markDirty() {
+func (p *Source) markDirty() {
 	select {
 	case p.dirty <- struct{}{}:
 	default:
@@ -198,10 +202,10 @@ func (p *Provider) markDirty() {
 // Ping always succeeds while the host is reachable: the member's health is
 // reported through the Ready condition instead, so that the host sees an
 // explicit MemberUnreachable reason rather than a silently expiring lease.
-func (p *Provider) Ping(ctx context.Context) error { return ctx.Err() }
+func (p *Source) Ping(ctx context.Context) error { return ctx.Err() }
 
 // NotifyNodeStatus registers the node controller's callback.
-func (p *Provider) NotifyNodeStatus(_ context.Context, cb func(*corev1.Node)) {
+func (p *Source) NotifyNodeStatus(_ context.Context, cb func(*corev1.Node)) {
 	p.mu.Lock()
 	p.notify = cb
 	p.mu.Unlock()
@@ -210,7 +214,7 @@ func (p *Provider) NotifyNodeStatus(_ context.Context, cb func(*corev1.Node)) {
 
 // Node computes the virtual node from the current member state; use it for
 // the node's first registration.
-func (p *Provider) Node() *corev1.Node {
+func (p *Source) Node() *corev1.Node {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.buildLocked()
@@ -219,13 +223,13 @@ func (p *Provider) Node() *corev1.Node {
 // Reachable reports what the node's Ready condition says (the member
 // answers), without building the node from the member's pods: for a
 // metrics scrape.
-func (p *Provider) Reachable() bool {
+func (p *Source) Reachable() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.failures < p.cfg.FailureThreshold
 }
 
-func (p *Provider) buildLocked() *corev1.Node {
+func (p *Source) buildLocked() *corev1.Node {
 	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError} // as Reachable
 	if p.cfg.KubeletAPI != nil {
 		snap.KubeletAPI = &Probe{Done: p.apiProbed, OK: p.apiFailures < p.cfg.FailureThreshold, Message: p.apiError}
@@ -236,7 +240,7 @@ func (p *Provider) buildLocked() *corev1.Node {
 }
 
 // Run checks the member's health and publishes node changes until ctx ends.
-func (p *Provider) Run(ctx context.Context) {
+func (p *Source) Run(ctx context.Context) {
 	p.checkHealth(ctx)
 	// Each check starts an interval after the previous one ended rather
 	// than on a fixed beat: after a check that a struggling member kept
@@ -293,7 +297,7 @@ func (p *Provider) Run(ctx context.Context) {
 
 // checkHealth checks the member once and reports whether that changed what
 // the virtual node shows: reachable or not, and why not.
-func (p *Provider) checkHealth(ctx context.Context) bool {
+func (p *Source) checkHealth(ctx context.Context) bool {
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.HealthInterval)
 	err := p.cfg.Health.Healthy(cctx)
 	cancel()
@@ -338,7 +342,7 @@ func logFailure(ctx context.Context, err error, previous string, n, threshold in
 
 // probeKubeletAPI probes the kubelet endpoint once and reports whether that
 // changed what the virtual node shows.
-func (p *Provider) probeKubeletAPI(ctx context.Context) bool {
+func (p *Source) probeKubeletAPI(ctx context.Context) bool {
 	timeout := min(p.cfg.KubeletAPIInterval, 10*time.Second)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	err := p.cfg.KubeletAPI.Healthy(cctx)
@@ -367,7 +371,7 @@ func (p *Provider) probeKubeletAPI(ctx context.Context) bool {
 	return !ok && message != p.apiError
 }
 
-func (p *Provider) publish(ctx context.Context) {
+func (p *Source) publish(ctx context.Context) {
 	p.mu.Lock()
 	n := p.buildLocked()
 	changed := p.last == nil || !sameNode(p.last, n)
