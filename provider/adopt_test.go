@@ -1,3 +1,5 @@
+// This file tests the adoption and release of member pods.
+
 package provider
 
 import (

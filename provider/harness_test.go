@@ -1,3 +1,5 @@
+// This file builds the world the provider's tests run in.
+
 package provider
 
 import (
@@ -100,7 +102,7 @@ func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	t.Cleanup(broadcaster.Shutdown)
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: testNode})
 
-	// The caches hold what flotilla-node's hold (see podcache.go).
+	// The caches hold what flotilla-node's hold (see internal/podcache).
 	hostFactory := kube.NewFactory(w.host, kube.WithTransform(podcache.HostObjectTransform))
 	memberFactory := kube.NewFactory(w.member, kube.WithTransform(podcache.MemberPodTransform(testInstallation)))
 	// As in flotilla-node, the process's host pod informer watches the

@@ -1,3 +1,6 @@
+// This file applies override policies to pods and the objects that
+// follow them into a cluster.
+
 package provider
 
 import (

@@ -1,32 +1,16 @@
+// This file confines the pods of a virtual cluster that is a label
+// partition of its member to the member nodes it stands for.
+
 package provider
 
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// Suffix is the namespace mapping for label partitions: `edge` on virtual
-// cluster `ke-beijing` becomes `edge-ke-beijing`, so the partitions of one
-// member never share a namespace. Names that would exceed the 63 characters
-// of a namespace keep a hash of the host namespace instead of its tail.
-func Suffix(cluster string) NamespaceMapper {
-	return func(ns string) string {
-		name := ns + "-" + cluster
-		if len(name) <= 63 {
-			return name
-		}
-		h := fnv.New32a()
-		h.Write([]byte(ns))
-		hash := fmt.Sprintf("%08x", h.Sum32())
-		keep := max(63-len(cluster)-len(hash)-2, 1)
-		return fmt.Sprintf("%s-%s-%s", ns[:min(keep, len(ns))], hash, cluster)[:63]
-	}
-}
 
 // ErrContradiction marks a pod whose own node constraints exclude every node
 // of the virtual cluster it was placed on.

@@ -1,29 +1,15 @@
+// This file tests the confinement of pods to a partition.
+
 package provider
 
 import (
 	"errors"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-func TestSuffix(t *testing.T) {
-	m := Suffix("ke-beijing-cluster")
-	if got := m("edge"); got != "edge-ke-beijing-cluster" {
-		t.Errorf("Suffix = %q", got)
-	}
-	long := strings.Repeat("a", 60)
-	got := m(long)
-	if len(got) > 63 || !strings.HasSuffix(got, "-ke-beijing-cluster") {
-		t.Errorf("long name mapped to %q (%d chars)", got, len(got))
-	}
-	if m(long) == m(strings.Repeat("a", 59)+"b") {
-		t.Error("two long namespaces map to the same member namespace")
-	}
-}
 
 func TestConfine(t *testing.T) {
 	beijing := &metav1.LabelSelector{MatchLabels: map[string]string{"location": "beijing"}}

@@ -1,3 +1,6 @@
+// This file holds the Provider, its configuration, and how it starts
+// and runs.
+
 package provider
 
 import (
@@ -49,13 +52,6 @@ const (
 	EventReleased = "Released"
 )
 
-// NamespaceMapper maps a host namespace to the member namespace its pods go to.
-type NamespaceMapper func(hostNamespace string) string
-
-// SameName is the namespace mapping for whole clusters: the member namespace
-// has the host namespace's name.
-func SameName(ns string) string { return ns }
-
 // Config holds the provider's dependencies; all are required but Clock and Namespace.
 type Config struct {
 	// NodeName is the virtual node (and cluster) this provider serves.
@@ -87,7 +83,7 @@ type Config struct {
 	MirrorEvents bool
 	// HostInformers is the host's shared informer factory; the provider
 	// registers Secret, ConfigMap and ServiceAccount informers (the objects
-	// pods depend on, see dependencies.go) and never starts the factory itself.
+	// pods depend on, see dependency_mirror.go) and never starts the factory itself.
 	// Its transform is HostObjectTransform: the data of the Secrets and
 	// ConfigMaps it caches is read when they are mirrored.
 	HostInformers *kube.Factory
@@ -97,10 +93,10 @@ type Config struct {
 	// Metrics, when set, measures forwarding (see HostPodEvents and PodClient).
 	Metrics *Metrics
 	// StorageClasses maps a host storage class to the member class its
-	// claims get there; a class not listed keeps its name (claims.go).
+	// claims get there; a class not listed keeps its name (mirror/claim.go).
 	StorageClasses map[string]string
 	// HandBackAfter is how long a forwarded pod may stay unschedulable in
-	// the member before it is handed back (handback.go); 0 never.
+	// the member before it is handed back (hand_back.go); 0 never.
 	HandBackAfter time.Duration
 }
 

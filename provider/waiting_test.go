@@ -1,3 +1,5 @@
+// This file tests the indexes behind held pods and the backlog.
+
 package provider
 
 import (

@@ -54,7 +54,7 @@ func (t Target) Owner() wellknown.Owner {
 //   - ephemeral containers are dropped: they cannot be set on create.
 //   - a generic ephemeral volume becomes a reference to its claim, which
 //     the host made (<pod>-<volume>) and flotilla copies into the member
-//     (claims.go): the member must not make a second one.
+//     (mirror/claim.go): the member must not make a second one.
 //   - status is cleared.
 func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 	m := &corev1.Pod{

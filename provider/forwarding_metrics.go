@@ -1,3 +1,6 @@
+// This file measures forwarding: latencies, operations, the backlog of
+// pods not forwarded yet, and a span per forwarded operation.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file holds the events and status reasons a kubelet gives a pod
+// waiting for what it uses, which flotilla gives a held pod.
+
 package provider
 
 import (

@@ -1,3 +1,5 @@
+// This file tests forwarding pods through the provider under virtual-kubelet.
+
 package provider
 
 import (

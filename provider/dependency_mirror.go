@@ -1,3 +1,6 @@
+// This file mirrors the Secrets, ConfigMaps and ServiceAccounts pods use
+// into the member, while a forwarded pod uses them.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file hands a pod back to the host scheduler when its member cannot
+// schedule it, as a kubelet rejects a pod at admission.
+
 package provider
 
 import (

@@ -1,3 +1,5 @@
+// This file tests the writes of host pod statuses.
+
 package provider
 
 import (

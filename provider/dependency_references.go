@@ -1,3 +1,6 @@
+// This file reads a pod spec's references to the Secrets, ConfigMaps and
+// ServiceAccounts it depends on.
+
 package provider
 
 import (

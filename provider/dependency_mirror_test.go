@@ -1,3 +1,5 @@
+// This file tests the dependency mirror and the pods it holds.
+
 package provider
 
 import (

@@ -1,3 +1,5 @@
+// This file tests that what the provider keeps of pods goes with them.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file forwards again the pods whose forwarding failed for a reason
+// that may pass, and fails those it cannot.
+
 package provider
 
 import (

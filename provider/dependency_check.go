@@ -1,3 +1,7 @@
+// This file checks, before a pod is forwarded, that the Secrets,
+// ConfigMaps and ServiceAccounts it uses are mirrored, and holds it with
+// the kubelet's events and status while a mandatory one is missing.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file follows member pods: a change is pushed to the host pod's
+// status, and a member pod gone or orphaned is dealt with.
+
 package provider
 
 import (

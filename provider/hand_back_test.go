@@ -1,3 +1,5 @@
+// This file tests the hand-back of pods a member cannot schedule.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file writes host pod statuses: one write per change, onto the
+// cached host pod, retried on conflict.
+
 package provider
 
 import (

@@ -1,3 +1,5 @@
+// This file tests that claims follow their pods.
+
 package provider
 
 import (

@@ -1,3 +1,6 @@
+// This file serves the kubelet API of the forwarded pods through the
+// member apiserver: logs, exec, attach and port-forward.
+
 package provider
 
 import (

@@ -1,0 +1,95 @@
+// This file forwards a host pod into its member cluster (CreatePod).
+
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/translate"
+)
+
+// whole returns the host pod virtual-kubelet handed the provider, as the
+// cache holds it when virtual-kubelet had only a view of it (podcache.VirtualKubeletView). It
+// reports false when the cache no longer holds that pod: a view is then
+// all there is, and it must never be forwarded.
+func (p *Provider) whole(pod *corev1.Pod) (*corev1.Pod, bool) {
+	if !podcache.IsVirtualKubeletView(pod) {
+		return pod, true
+	}
+	host, err := p.hostPods.Pods(pod.Namespace).Get(pod.Name)
+	if err != nil || host.UID != pod.UID {
+		return pod, false
+	}
+	return host, true
+}
+
+// CreatePod forwards a host pod into the member. Failures that may pass
+// (the member is unreachable, the namespace's service account is not there
+// yet) are retried in the background so that a pod with restartPolicy Never
+// is not failed for them; other failures are returned, and virtual-kubelet
+// records them on the host pod.
+func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
+	key := pod.Namespace + "/" + pod.Name
+	ctx, span := p.startSpan(ctx, "provider.CreatePod", key)
+	defer span.End()
+	pod, ok := p.whole(pod)
+	if !ok {
+		return nil // gone from the host since virtual-kubelet looked
+	}
+	held, err := p.forward(ctx, pod)
+	if err == nil || !transient.Is(err) {
+		span.SetStatus(err)
+		p.cfg.Metrics.created(p.cfg.NodeName, held, err)
+		return err
+	}
+	span.SetStatus(err)
+	p.cfg.Metrics.retrying(p.cfg.NodeName)
+	log.G(ctx).WithError(err).Info("forwarding failed, will retry")
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
+		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)
+	p.retryQueue.AddRateLimited(key)
+	return nil
+}
+
+// forward creates the member pod of a host pod, or reports it held: not
+// forwarded because an object it needs is missing in the host, which is
+// reported on the pod, and forwarded again once the object exists.
+func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err error) {
+	t := p.target(pod.Namespace)
+	if err := p.mirrors.Namespaces.Ensure(ctx, t.Namespace, pod.Namespace); err != nil {
+		return false, err
+	}
+	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
+		return err == nil, err
+	}
+	if err := p.mirrors.Claims.Ensure(ctx, pod, t); err != nil {
+		return false, err
+	}
+	src, applied, err := p.override(ctx, pod)
+	if err != nil {
+		return false, err
+	}
+	member := translate.ToMember(src, t)
+	if err := Confine(member, p.cfg.Partition); err != nil {
+		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
+	}
+	err = kube.CreatePod(ctx, p.cfg.MemberClient, member)
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		if err := p.adopt(ctx, pod, t); err != nil {
+			return false, err
+		}
+	case err != nil:
+		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
+	return false, p.recordOverrides(ctx, pod, applied)
+}
