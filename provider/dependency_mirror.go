@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -26,7 +23,6 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podspec"
-	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/internal/transient"
@@ -107,38 +103,76 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}
-	selector := wellknown.InstallationSelector(e.cfg.Installation).String()
-	ownInformer := func(obj runtime.Object) cache.SharedIndexInformer {
-		// The member factory holds one informer per type: this filtered one
-		// is the factory's Secret (ConfigMap, ServiceAccount) informer.
-		return e.cfg.MemberInformers.InformerFor(obj, func(c kube.Interface) cache.SharedIndexInformer {
+	copies := d.initMemberCopies()
+	host := d.initHostObjects()
+	d.initKinds(copies, host)
+	if err := d.initPodIndexes(); err != nil {
+		return nil, err
+	}
+	d.synced = []cache.InformerSynced{d.env.cfg.MemberInformers.Pods().Informer().HasSynced,
+		copies[kindSecret].HasSynced, copies[kindConfigMap].HasSynced, copies[kindServiceAccount].HasSynced,
+		host[kindSecret].HasSynced, host[kindConfigMap].HasSynced, host[kindServiceAccount].HasSynced}
+	if err := d.watchMemberPods(); err != nil {
+		return nil, err
+	}
+	if err := d.watchMemberCopies(copies); err != nil {
+		return nil, err
+	}
+	if err := d.watchHostObjects(host); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// informers holds an informer per kind of dependency.
+type informers map[string]cache.SharedIndexInformer
+
+// initMemberCopies registers the informers of this installation's member
+// copies. The member factory holds one informer per type: these filtered
+// ones are the factory's Secret, ConfigMap and ServiceAccount informers.
+func (d *dependencies) initMemberCopies() informers {
+	selector := wellknown.InstallationSelector(d.env.cfg.Installation).String()
+	own := func(obj runtime.Object) cache.SharedIndexInformer {
+		return d.env.cfg.MemberInformers.InformerFor(obj, func(c kube.Interface) cache.SharedIndexInformer {
 			return kube.NewInformer(c, obj, metav1.NamespaceAll, mirrorResync,
 				func(o *metav1.ListOptions) { o.LabelSelector = selector },
 				cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		})
 	}
-	mSecrets := ownInformer(&corev1.Secret{})
-	mConfigMaps := ownInformer(&corev1.ConfigMap{})
-	mSAs := ownInformer(&corev1.ServiceAccount{})
-	host := e.cfg.HostInformers
-	hSecrets, hConfigMaps, hSAs := host.Secrets(), host.ConfigMaps(), host.ServiceAccounts()
-	// The host caches hold Secrets and ConfigMaps without their data
-	// (HostObjectTransform); a mirror reads the data of those it copies.
-	hostCore := e.cfg.HostClient.CoreV1()
+	return informers{kindSecret: own(&corev1.Secret{}), kindConfigMap: own(&corev1.ConfigMap{}), kindServiceAccount: own(&corev1.ServiceAccount{})}
+}
+
+// initHostObjects registers the host's informers, and the reads of the
+// data their caches leave out (HostObjectTransform): a mirror reads the
+// data of the Secrets and ConfigMaps it copies.
+func (d *dependencies) initHostObjects() informers {
+	host := d.env.cfg.HostInformers
+	hostCore := d.env.cfg.HostClient.CoreV1()
 	d.secrets = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
 		return hostCore.Secrets(ns).Get(ctx, n, metav1.GetOptions{})
 	})
 	d.configMaps = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
 		return hostCore.ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
 	})
+	return informers{kindSecret: host.Secrets().Informer(), kindConfigMap: host.ConfigMaps().Informer(),
+		kindServiceAccount: host.ServiceAccounts().Informer()}
+}
 
-	secrets, configMaps, sas := corev1listers.NewSecretLister(mSecrets.GetIndexer()),
-		corev1listers.NewConfigMapLister(mConfigMaps.GetIndexer()), corev1listers.NewServiceAccountLister(mSAs.GetIndexer())
+// initKinds makes the mirror of each kind, from the host's object (with
+// its data, overridden for the cluster) to this node's member copy.
+func (d *dependencies) initKinds(copies, host informers) {
+	e := d.env
+	hSecrets := corev1listers.NewSecretLister(host[kindSecret].GetIndexer())
+	hConfigMaps := corev1listers.NewConfigMapLister(host[kindConfigMap].GetIndexer())
+	hSAs := corev1listers.NewServiceAccountLister(host[kindServiceAccount].GetIndexer())
+	secrets := corev1listers.NewSecretLister(copies[kindSecret].GetIndexer())
+	configMaps := corev1listers.NewConfigMapLister(copies[kindConfigMap].GetIndexer())
+	sas := corev1listers.NewServiceAccountLister(copies[kindServiceAccount].GetIndexer())
 	owns := func(o metav1.Object) bool { return e.ours(o) }
 	d.kinds = map[string]mirror.Mirrorer{
 		kindSecret: mirror.SecretMirror(e.cfg.MemberClient,
 			func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
-				obj, err := hSecrets.Lister().Secrets(ns).Get(n)
+				obj, err := hSecrets.Secrets(ns).Get(n)
 				if err == nil {
 					obj, err = d.secrets.Of(ctx, obj)
 				}
@@ -152,7 +186,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			}, owns),
 		kindConfigMap: mirror.ConfigMapMirror(e.cfg.MemberClient,
 			func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
-				obj, err := hConfigMaps.Lister().ConfigMaps(ns).Get(n)
+				obj, err := hConfigMaps.ConfigMaps(ns).Get(n)
 				if err == nil {
 					obj, err = d.configMaps.Of(ctx, obj)
 				}
@@ -166,7 +200,7 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			}, owns),
 		kindServiceAccount: mirror.ServiceAccountMirror(e.cfg.MemberClient,
 			func(_ context.Context, ns, n string) (*corev1.ServiceAccount, error) {
-				obj, err := hSAs.Lister().ServiceAccounts(ns).Get(n)
+				obj, err := hSAs.ServiceAccounts(ns).Get(n)
 				if err != nil {
 					return nil, err
 				}
@@ -176,26 +210,32 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				return ownCopy[*corev1.ServiceAccount](e, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
 			}, owns),
 	}
-	d.hostSAs, d.mirroredSAs = hSAs.Lister(), sas
+	d.hostSAs, d.mirroredSAs = hSAs, sas
+}
 
-	pods := e.cfg.MemberInformers.Pods().Informer()
-	d.index = dependencyIndex + e.cfg.NodeName
+// initPodIndexes indexes the member and the host pods by the objects they
+// use, under names of this node's own (the informers may be shared).
+func (d *dependencies) initPodIndexes() error {
+	pods := d.env.cfg.MemberInformers.Pods().Informer()
+	d.index = dependencyIndex + d.env.cfg.NodeName
 	if err := pods.AddIndexers(cache.Indexers{d.index: d.indexMemberPod}); err != nil {
-		return nil, fmt.Errorf("index member pods by dependency: %w", err)
+		return fmt.Errorf("index member pods by dependency: %w", err)
 	}
 	d.memberPods = pods.GetIndexer()
-	hostPods := e.cfg.HostPods.Informer()
-	d.hostIndex = hostDependencyIndex + e.cfg.NodeName
+	hostPods := d.env.cfg.HostPods.Informer()
+	d.hostIndex = hostDependencyIndex + d.env.cfg.NodeName
 	if err := hostPods.AddIndexers(cache.Indexers{d.hostIndex: d.indexHostPod}); err != nil {
-		return nil, fmt.Errorf("index host pods by dependency: %w", err)
+		return fmt.Errorf("index host pods by dependency: %w", err)
 	}
 	d.hostPods = hostPods.GetIndexer()
-	d.synced = []cache.InformerSynced{pods.HasSynced, mSecrets.HasSynced, mConfigMaps.HasSynced, mSAs.HasSynced,
-		hSecrets.Informer().HasSynced, hConfigMaps.Informer().HasSynced, hSAs.Informer().HasSynced}
+	return nil
+}
 
-	// A member pod that stops or goes away may have been an object's last user.
-	if _, err := pods.AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: e.ours,
+// watchMemberPods looks again at what a member pod used when it stops or
+// goes away: it may have been an object's last user.
+func (d *dependencies) watchMemberPods() error {
+	_, err := d.env.cfg.MemberInformers.Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: d.env.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(old, cur any) {
 				o, ok1 := memberpod.Of(old)
@@ -210,27 +250,36 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				}
 			},
 		},
-	}); err != nil {
-		return nil, fmt.Errorf("watch member pods: %w", err)
+	})
+	if err != nil {
+		return fmt.Errorf("watch member pods: %w", err)
 	}
-	// Member copies: repair edits and deletions made in the member, and
-	// garbage-collect at start-up and every mirrorResync.
-	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: mSecrets, kindConfigMap: mConfigMaps, kindServiceAccount: mSAs} {
-		if _, err := inf.AddEventHandler(cache.FilteringResourceEventHandler{
-			FilterFunc: e.ours,
+	return nil
+}
+
+// watchMemberCopies repairs edits and deletions made in the member, and
+// garbage-collects at start-up and every mirrorResync.
+func (d *dependencies) watchMemberCopies(copies informers) error {
+	for _, kind := range []string{kindSecret, kindConfigMap, kindServiceAccount} {
+		if _, err := copies[kind].AddEventHandler(cache.FilteringResourceEventHandler{
+			FilterFunc: d.env.ours,
 			Handler: cache.ResourceEventHandlerFuncs{
 				AddFunc:    func(obj any) { d.enqueueMirror(kind, obj) },
 				UpdateFunc: func(_, cur any) { d.enqueueMirror(kind, cur) },
 				DeleteFunc: func(obj any) { d.enqueueMirror(kind, obj) },
 			},
 		}); err != nil {
-			return nil, fmt.Errorf("watch member %ss: %w", kind, err)
+			return fmt.Errorf("watch member %ss: %w", kind, err)
 		}
 	}
-	// Host objects: propagate changes, and forward the pods that waited for
-	// an object which has just been created.
-	for kind, inf := range map[string]cache.SharedIndexInformer{kindSecret: hSecrets.Informer(), kindConfigMap: hConfigMaps.Informer(), kindServiceAccount: hSAs.Informer()} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+	return nil
+}
+
+// watchHostObjects propagates changes of host objects, and forwards the
+// pods that waited for an object which has just been created.
+func (d *dependencies) watchHostObjects(host informers) error {
+	for _, kind := range []string{kindSecret, kindConfigMap, kindServiceAccount} {
+		if _, err := host[kind].AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 			AddFunc: func(obj any, initial bool) {
 				d.enqueueHost(kind, obj)
 				if !initial {
@@ -243,10 +292,10 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 				d.enqueueHost(kind, obj)
 			},
 		}); err != nil {
-			return nil, fmt.Errorf("watch host %ss: %w", kind, err)
+			return fmt.Errorf("watch host %ss: %w", kind, err)
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // ownCopy passes on a cached member copy only if it is this node's: another
@@ -262,37 +311,6 @@ func ownCopy[T metav1.Object](e *env, kind, name string) func(T, error) (T, erro
 }
 
 func dependencyKey(kind, hostNS, name string) string { return kind + "/" + hostNS + "/" + name }
-
-// usedKeys are the index keys of the objects a pod of namespace with spec
-// uses.
-func usedKeys(namespace string, spec *corev1.PodSpec) []string {
-	deps := podDependencies(spec, nil)
-	out := make([]string, 0, len(deps))
-	for _, dep := range deps {
-		out = append(out, namespace+"/"+dep.kind+"/"+dep.name)
-	}
-	return out
-}
-
-// indexMemberPod indexes a live member pod of this node by the objects it uses.
-func (d *dependencies) indexMemberPod(obj any) ([]string, error) {
-	pod, ok := memberpod.Of(obj)
-	if !ok || !d.env.ours(pod) || pod.Terminal() {
-		return nil, nil
-	}
-	return usedKeys(pod.Namespace, pod.Spec), nil
-}
-
-// indexHostPod indexes a live host pod bound to this node by the objects it
-// uses; a pod using a ServiceAccount is found under the ServiceAccount for
-// its image pull secrets too (see waiting).
-func (d *dependencies) indexHostPod(obj any) ([]string, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok || pod.Spec.NodeName != d.env.cfg.NodeName || pod.DeletionTimestamp != nil || podstate.Terminal(pod) {
-		return nil, nil
-	}
-	return usedKeys(pod.Namespace, &pod.Spec), nil
-}
 
 func (d *dependencies) enqueuePodDependencies(pod *memberpod.Pod) {
 	hostNS := pod.Annotations[wellknown.HostNamespaceAnnotation]
@@ -353,74 +371,6 @@ func (d *dependencies) forwardWaiting(kind string, obj any) {
 	for _, pod := range d.waiting(objectRef{kind: kind, name: m.GetName()}, m.GetNamespace()) {
 		d.fwd.retry(pod.Namespace + "/" + pod.Name)
 	}
-}
-
-// hostPodDependencies is what a host pod needs, including the image pull
-// secrets of its ServiceAccount.
-func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
-	var pull []corev1.LocalObjectReference
-	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != defaultServiceAccount {
-		if obj, err := d.hostSAs.ServiceAccounts(pod.Namespace).Get(sa); err == nil {
-			pull = obj.ImagePullSecrets
-		}
-	}
-	return podDependencies(&pod.Spec, pull)
-}
-
-// waiting returns the host pods bound to this node, not finished or being
-// deleted, that have no member pod yet and need ref. They are looked up in
-// the host pod index among the pods that use ref, directly or, for an image
-// pull secret, through their ServiceAccount.
-func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
-	keys := []string{hostNS + "/" + ref.kind + "/" + ref.name}
-	if ref.kind == kindSecret {
-		sas, _ := d.hostSAs.ServiceAccounts(hostNS).List(labels.Everything())
-		for _, sa := range sas {
-			if sa.Name != defaultServiceAccount &&
-				slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
-				keys = append(keys, hostNS+"/"+kindServiceAccount+"/"+sa.Name)
-			}
-		}
-	}
-	memberNS := d.env.target(hostNS).Namespace
-	var out []*corev1.Pod
-	found := map[types.UID]bool{}
-	for _, key := range keys {
-		objs, err := d.hostPods.ByIndex(d.hostIndex, key)
-		if err != nil {
-			continue
-		}
-		for _, obj := range objs {
-			pod, ok := obj.(*corev1.Pod)
-			if !ok || found[pod.UID] {
-				continue
-			}
-			found[pod.UID] = true
-			if m, err := d.env.memberPods.Get(memberNS, pod.Name); err == nil && d.env.ours(m) && m.HostUID == pod.UID {
-				continue // its member pod is counted on the member side
-			}
-			if slices.ContainsFunc(d.hostPodDependencies(pod), func(x dependency) bool { return x.objectRef == ref }) {
-				out = append(out, pod)
-			}
-		}
-	}
-	return out
-}
-
-// needed reports whether anything of this node still uses the object.
-func (d *dependencies) needed(ref objectRef, hostNS, memberNS string) bool {
-	if keys, _ := d.memberPods.IndexKeys(d.index, memberNS+"/"+ref.kind+"/"+ref.name); len(keys) > 0 {
-		return true
-	}
-	if ref.kind == kindSecret {
-		sas, _ := d.mirroredSAs.ServiceAccounts(memberNS).List(labels.Everything())
-		for _, sa := range sas {
-			if d.env.ours(sa) && slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
-				return true
-			}
-		}
-	}
-	return len(d.waiting(ref, hostNS)) > 0
 }
 
 // run syncs mirrored objects until ctx ends. It waits for the caches first:
