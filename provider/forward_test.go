@@ -23,6 +23,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
@@ -542,5 +543,31 @@ func TestKubeletReads(t *testing.T) {
 	defer logs.Close()
 	if b, _ := io.ReadAll(logs); len(b) == 0 {
 		t.Error("no logs")
+	}
+}
+
+// TestViewIsNeverForwarded: the provider forwards a view's pod as the cache
+// holds it, whole; a view of a pod the cache no longer holds is not
+// forwarded at all.
+func TestViewIsNeverForwarded(t *testing.T) {
+	w := newHarness(t)
+	gone := boundPod("gone", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	})
+	if err := w.p.CreatePod(w.ctx, podcache.VirtualKubeletView(gone)); err != nil {
+		t.Fatal(err)
+	}
+	w.never("a view forwarded", 200*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "gone") })
+
+	w.createHostPod(boundPod("whole", func(p *corev1.Pod) {
+		p.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "MODE", Value: "prod"}}
+	}))
+	w.eventually("the pod forwarded", func() bool { return w.memberPodExists(testNamespace, "whole") })
+	m, err := w.memberPod(testNamespace, "whole")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env := m.Spec.Containers[0].Env; len(env) != 1 || env[0].Value != "prod" || podcache.IsVirtualKubeletView(m) {
+		t.Errorf("member pod forwarded from a view: env %v, scheduler %q", env, m.Spec.SchedulerName)
 	}
 }

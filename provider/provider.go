@@ -100,17 +100,18 @@ type Config struct {
 	HandBackAfter time.Duration
 }
 
-// env is what the pod lifecycle and the mirrors share: the configuration,
-// the virtual node's identity and the caches of pods. The mirrors hold an
-// env, never the Provider: what they ask of forwarding goes through
-// lifecycle, so that a pod is forwarded from one place.
+// env is what the pod lifecycle and the dependency mirror share: the
+// configuration, the virtual node's identity and the caches of pods. The
+// dependency mirror holds an env, never the Provider: what it asks of
+// forwarding goes through lifecycle, so that a pod is forwarded from one
+// place. The other mirrors (package mirror) ask nothing of forwarding.
 type env struct {
 	cfg        Config
 	hostPods   corev1listers.PodLister
 	memberPods memberpod.Lister
 }
 
-// lifecycle is what the mirrors ask of pod forwarding.
+// lifecycle is what the dependency mirror asks of pod forwarding.
 type lifecycle interface {
 	// retry forwards the host pod of key again: what it waited for came.
 	retry(key string)

@@ -1,4 +1,4 @@
-// This file tests the indexes behind held pods and the backlog.
+// This file tests the indexes behind the pods held for a missing object.
 
 package provider
 
@@ -99,36 +99,4 @@ func TestWaitingPodsFromIndex(t *testing.T) {
 	if n := listed.Load(); n != 0 {
 		t.Errorf("listed %d host pods to find the few that wait", n)
 	}
-}
-
-// TestBacklogFromCandidates: the backlog counts the host pods that are to
-// run but have no member pod, without walking every host pod of the node
-// at each scrape.
-func TestBacklogFromCandidates(t *testing.T) {
-	var listed atomic.Int64
-	w := newHarness(t, func(c *harnessConfig) {
-		c.hostPods = func(i corev1informers.PodInformer) corev1informers.PodInformer {
-			return countingPods{PodInformer: i, listed: &listed}
-		}
-	})
-	for i := range 20 {
-		w.createHostPod(boundPod(fmt.Sprintf("web-%d", i)))
-	}
-	w.createHostPod(secretVolumePod("held", "db"))
-	done := boundPod("done")
-	done.Status.Phase = corev1.PodSucceeded
-	w.createHostPod(done)
-	w.eventually("pods forwarded", func() bool { return w.p.ForwardedPods() == 20 })
-	w.eventually("backlog of the held pod", func() bool { return w.p.Backlog() == 1 })
-	listed.Store(0)
-	if n := w.p.Backlog(); n != 1 {
-		t.Errorf("backlog %d, want 1", n)
-	}
-	if n := listed.Load(); n != 0 {
-		t.Errorf("listed %d host pods to count a backlog of one", n)
-	}
-	if err := w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "held", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w.eventually("backlog forgotten", func() bool { return syncMapLen(&w.p.unforwarded) == 0 })
 }
