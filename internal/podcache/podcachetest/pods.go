@@ -1,6 +1,6 @@
-// Package podcachetest builds the pods the tests of the pod caches and of
-// their readers share: pods as an apiserver serves them, and what the
-// caches' transforms make of them.
+// This file builds pods as an apiserver serves them, and what the caches
+// make of them.
+
 package podcachetest
 
 import (

@@ -1,5 +1,5 @@
-// Package keylock holds a mutex per key that costs nothing once the key
-// is unlocked.
+// This file holds the per-key locks.
+
 package keylock
 
 import "sync"
