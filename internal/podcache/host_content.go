@@ -43,6 +43,7 @@ type HostContents[T metav1.Object] struct {
 	byUID map[types.UID]T
 }
 
+// NewHostContents reads whole objects with get.
 func NewHostContents[T metav1.Object](get func(ctx context.Context, ns, name string) (T, error)) *HostContents[T] {
 	return &HostContents[T]{get: get, byUID: map[types.UID]T{}}
 }

@@ -125,6 +125,7 @@ func TransformedAs[T any](t *testing.T, f cache.TransformFunc, obj any) T {
 	return out.(T)
 }
 
+// Transformed is what f makes of a copy of pod.
 func Transformed(t *testing.T, f cache.TransformFunc, pod *corev1.Pod) *corev1.Pod {
 	t.Helper()
 	return TransformedAs[*corev1.Pod](t, f, pod.DeepCopy())
