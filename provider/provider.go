@@ -191,7 +191,27 @@ func New(cfg Config) (*Provider, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
 	}
 	p.hostStatus = newHostStatus(p.env)
-	_, err := cfg.MemberInformers.Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+	if err := p.watchMemberPods(); err != nil {
+		return nil, err
+	}
+	if err := p.watchHostPods(); err != nil {
+		return nil, err
+	}
+	if err := p.initMirrors(); err != nil {
+		return nil, err
+	}
+	var err error
+	if p.deps, err = newDependencies(p.env, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// watchMemberPods follows the member pods this virtual node forwarded:
+// their status goes to the host, and the Services of their namespace
+// follow them.
+func (p *Provider) watchMemberPods() error {
+	_, err := p.cfg.MemberInformers.Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: p.ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
@@ -200,27 +220,39 @@ func New(cfg Config) (*Provider, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watch member pods: %w", err)
+		return fmt.Errorf("watch member pods: %w", err)
 	}
-	if _, err := cfg.HostPods.Informer().AddEventHandler(p.trackBacklog()); err != nil {
-		return nil, fmt.Errorf("watch host pods: %w", err)
+	return nil
+}
+
+// watchHostPods keeps the backlog and the status writer's view of the
+// host pods current.
+func (p *Provider) watchHostPods() error {
+	if _, err := p.cfg.HostPods.Informer().AddEventHandler(p.trackBacklog()); err != nil {
+		return fmt.Errorf("watch host pods: %w", err)
 	}
-	if _, err := cfg.HostPods.Informer().AddEventHandler(p.hostStatus.cacheEvents()); err != nil {
-		return nil, fmt.Errorf("watch host pods: %w", err)
+	if _, err := p.cfg.HostPods.Informer().AddEventHandler(p.hostStatus.cacheEvents()); err != nil {
+		return fmt.Errorf("watch host pods: %w", err)
 	}
-	if p.mirrors, err = mirror.New(mirror.Config{
+	return nil
+}
+
+// initMirrors registers the mirrors of namespaces, Services, claims and
+// events.
+func (p *Provider) initMirrors() error {
+	cfg := p.cfg
+	m, err := mirror.New(mirror.Config{
 		NodeName: cfg.NodeName, Installation: cfg.Installation, Namespace: cfg.Namespace,
 		HostClient: cfg.HostClient, MemberClient: cfg.MemberClient,
 		HostInformers: cfg.HostInformers, MemberInformers: cfg.MemberInformers,
 		HostPods: p.hostPods, MemberPods: p.memberPods, Recorder: cfg.Recorder, Clock: cfg.Clock,
 		Overrides: objectOverrides(cfg.Overrides), StorageClasses: cfg.StorageClasses, Events: cfg.MirrorEvents,
-	}); err != nil {
-		return nil, err
+	})
+	if err != nil {
+		return err
 	}
-	if p.deps, err = newDependencies(p.env, p); err != nil {
-		return nil, err
-	}
-	return p, nil
+	p.mirrors = m
+	return nil
 }
 
 // MemberPods lists the member's pods from the provider's cache.
