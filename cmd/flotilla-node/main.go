@@ -38,15 +38,15 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
-	"flotilla.io/flotilla/internal/agent"
+	"flotilla.io/flotilla/flotillanode"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeconfig"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/logging"
 	"flotilla.io/flotilla/internal/memlimit"
-	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/provider"
 )
 
@@ -254,7 +254,7 @@ func run() error {
 		for _, vc := range virtualClusters {
 			names = append(names, vc.Name)
 		}
-		return agent.Remove(ctx, agent.RemoveConfig{HostClient: hostClient, MemberClient: memberClient,
+		return flotillanode.Remove(ctx, flotillanode.RemoveConfig{HostClient: hostClient, MemberClient: memberClient,
 			Installation: installation, Nodes: names})
 	}
 	serving, err := servingCert(o, nodeIP)
@@ -265,7 +265,7 @@ func run() error {
 		stop := serveMetrics(ctx, o.metricsAddress, reg)
 		defer stop()
 	}
-	cfg := agent.Config{
+	cfg := flotillanode.Config{
 		HostClient:              hostClient,
 		HostConfig:              hostCfg,
 		MemberClient:            memberClient,
@@ -290,12 +290,12 @@ func run() error {
 	}
 	if o.leaderElect {
 		id, _ := os.Hostname()
-		return agent.RunAsLeader(ctx, agent.LeaderConfig{
+		return flotillanode.RunAsLeader(ctx, flotillanode.LeaderConfig{
 			Client: hostClient, Namespace: o.leaderNamespace, Name: wellknown.LeaderLeaseName(o.clusterName),
 			Identity: id + "_" + rand.String(8), LeaseDuration: o.leaseDuration,
-		}, func(ctx context.Context) error { return agent.Run(ctx, cfg) })
+		}, func(ctx context.Context) error { return flotillanode.Run(ctx, cfg) })
 	}
-	return agent.Run(ctx, cfg)
+	return flotillanode.Run(ctx, cfg)
 }
 
 // kubelet returns what serves a virtual node's kubelet API: its provider for

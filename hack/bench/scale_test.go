@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
-	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/nodeconfig"
 )
 
 func TestParseLoad(t *testing.T) {

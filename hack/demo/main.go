@@ -24,7 +24,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 )

@@ -1,10 +1,10 @@
-// Package agent runs one flotilla-node process: the virtual nodes of one
+// Package flotillanode runs one flotilla-node process: the virtual nodes of one
 // member cluster — the whole member, or each of its label partitions — over
 // a single set of member informers, so that the member apiserver sees the
 // same watch load for fifty partitions as for one. Each virtual node has its
 // own node controller and lease, pod controller and kubelet endpoint,
 // assembled from virtual-kubelet's node package.
-package agent
+package flotillanode
 
 import (
 	"context"
@@ -41,8 +41,8 @@ import (
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
-	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
 )
