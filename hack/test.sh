@@ -25,6 +25,15 @@ if [[ -n "$unformatted" ]]; then
   exit 1
 fi
 go vet ./...
+# internal/ is plumbing: neither it nor its tests import a top-level flotilla package.
+module="$(go list -m)"
+upward="$(go list -f '{{$p := .ImportPath}}{{range .Imports}}{{println $p .}}{{end}}{{range .TestImports}}{{println $p .}}{{end}}{{range .XTestImports}}{{println $p .}}{{end}}' ./internal/... |
+  awk -v m="$module/" 'index($2, m) == 1 && index($2, m "internal/") != 1 { print "  " $1 " imports " $2 }' | sort -u)"
+if [[ -n "$upward" ]]; then
+  echo "internal/ must not import a top-level flotilla package:" >&2
+  echo "$upward" >&2
+  exit 1
+fi
 # go.mod and go.sum require what the code imports, no more.
 if ! go mod tidy -diff >/dev/null 2>&1; then
   echo "go.mod or go.sum is not tidy; run go mod tidy:" >&2
