@@ -11,38 +11,26 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
-	"github.com/virtual-kubelet/virtual-kubelet/node"
-	"github.com/virtual-kubelet/virtual-kubelet/node/api"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	corev1informers "k8s.io/client-go/informers/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
-	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
 )
@@ -103,15 +91,6 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// virtualNode is one running virtual node.
-type virtualNode struct {
-	vc      v1alpha1.VirtualCluster
-	nodes   *clusternode.Provider
-	pods    *provider.Provider
-	podCtl  *node.PodController
-	handler http.Handler
-}
-
 // Agent runs the virtual nodes of one member. Like virtual-kubelet's
 // nodeutil.Node, Run returns only once everything it started (pod and node
 // controllers, workers, kubelet endpoints, informers) has stopped, so that
@@ -158,126 +137,33 @@ func (a *Agent) Err() error {
 // fails; it returns only once every controller, worker, server and informer
 // it started has stopped. An agent runs once.
 func (a *Agent) Run(ctx context.Context) (err error) {
-	cfg := a.cfg
 	ctx, stop := context.WithCancelCause(ctx)
-	// Member pods this installation forwarded are cached with only what
-	// flotilla reads of them; see provider.MemberPodTransform.
-	var memberPodStore cache.Store // set before the informer starts
-	memberInformers := kube.NewFactory(cfg.MemberClient,
-		kube.WithTransform(provider.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
-	memberPodStore = memberInformers.Pods().Informer().GetStore()
-	hostInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform))
-	// One informer watches the host pods of every virtual node of the
-	// process; each node sees its own through provider.NodePodInformer.
-	var names []string
-	for _, vc := range cfg.VirtualClusters {
-		names = append(names, vc.Name)
-	}
-	var hostPodStore cache.Store // set before the informer starts
-	hostPodInformers := kube.NewFactory(cfg.HostClient,
-		kube.WithTransform(provider.HostPodsTransform(names, func() cache.Store { return hostPodStore })),
-		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(names) }))
-	hostPods := hostPodInformers.Pods()
-	hostPodStore = hostPods.Informer().GetStore()
-	factories := []*kube.Factory{memberInformers, hostInformers, hostPodInformers}
-	broadcaster := record.NewBroadcaster()
-	var wg sync.WaitGroup
+	s := newShared(a.cfg)
 	defer func() {
-		// Everything stops on the cancelled context; Shutdown waits for
-		// the informers' goroutines, wg for the rest; the events they
-		// recorded on their way out are sent before the broadcaster goes.
-		stop(nil)
-		for _, f := range factories {
-			f.Shutdown()
-		}
-		wg.Wait()
-		broadcaster.Shutdown()
+		s.shutdown(stop)
 		a.err = err
 		close(a.done)
 	}()
-	// Of the host's nodes, only the process's own are read (override
-	// policies target their labels); watching all would have every
-	// flotilla-node decode every other member's node updates.
-	own, err := ownNodes(names)
+	if err := s.initHostNodeInformers(); err != nil {
+		return err
+	}
+	s.startEvents()
+	if err := s.initOverrides(ctx); err != nil {
+		return err
+	}
+	s.initHealth()
+	if err := s.initPodCaches(); err != nil {
+		return err
+	}
+	vns, err := s.newVirtualNodes()
 	if err != nil {
 		return err
 	}
-	hostNodeInformers := kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform),
-		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = own.String() }))
-	factories = append(factories, hostNodeInformers)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cfg.HostClient.CoreV1().Events("")})
-
-	var ovr provider.Overrides
-	if cfg.HostConfig != nil {
-		nodes := hostNodeInformers.Nodes().Lister()
-		o, err := hostpolicies.Start(ctx, cfg.HostConfig, nodes)
-		if err != nil {
-			return fmt.Errorf("override policies: %w", err)
-		}
-		ovr = o
-	}
-
-	// One member, one health check, however many virtual nodes ask.
-	var check clusternode.HealthChecker = readyz{cfg.MemberClient}
-	if cfg.Health != nil {
-		check = cfg.Health
-	}
-	health := newSharedHealth(check, cfg.HealthInterval/2, cfg.HealthInterval, clock.RealClock{})
-	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
-	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
-	if err := provider.IndexHostPodsByNode(hostPods); err != nil {
+	if err := s.registerGauges(vns); err != nil {
 		return err
 	}
-	// One count of what the member's pods request, however many virtual
-	// nodes stand for the member.
-	memberPods, err := clusternode.NewMemberPods(memberInformers)
-	if err != nil {
-		return err
-	}
-	var vns []*virtualNode
-	for _, vc := range cfg.VirtualClusters {
-		vn, err := newVirtualNode(cfg, vc, memberInformers, memberPods, hostInformers, provider.NodePodInformer(hostPods, vc.Name), broadcaster, ovr, health)
-		if err != nil {
-			return fmt.Errorf("virtual node %s: %w", vc.Name, err)
-		}
-		vns = append(vns, vn)
-	}
-
-	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(nodeGauges(vns)); err != nil {
-			return fmt.Errorf("register node metrics: %w", err)
-		}
-	}
-
-	memberInformers.Start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, cfg.SyncTimeout)
-	synced := cache.WaitForCacheSync(syncCtx.Done(),
-		memberInformers.Nodes().Informer().HasSynced,
-		memberInformers.Pods().Informer().HasSynced)
-	cancel()
-	if !synced {
-		log.G(ctx).WithField("timeout", cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
-	}
-	hostInformers.Start(ctx.Done())
-	hostPodInformers.Start(ctx.Done())
-	hostNodeInformers.Start(ctx.Done())
-
-	running := make([]<-chan struct{}, 0, len(vns))
-	for _, vn := range vns {
-		up := make(chan struct{})
-		running = append(running, up)
-		wg.Go(func() { vn.run(ctx, cfg, stop, &wg, up) })
-	}
-	wg.Go(func() {
-		for _, up := range running {
-			select {
-			case <-ctx.Done():
-				return
-			case <-up:
-			}
-		}
-		close(a.ready)
-	})
+	s.startInformers(ctx)
+	s.startVirtualNodes(ctx, stop, vns, a.ready)
 	<-ctx.Done()
 	stop(nil) // a no-op if a virtual node failed first: its cause stays
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -286,175 +172,194 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	return nil
 }
 
-func newVirtualNode(cfg Config, vc v1alpha1.VirtualCluster, member *kube.Factory, memberPods *clusternode.MemberPods, host *kube.Factory, podInformer corev1informers.PodInformer, events record.EventBroadcaster, ovr provider.Overrides, health clusternode.HealthChecker) (*virtualNode, error) {
-	nodes, err := clusternode.NewProvider(clusternode.ProviderConfig{
-		Node: clusternode.Config{
-			Name:             vc.Name,
-			Installation:     cfg.Installation,
-			Member:           cfg.Member,
-			Mode:             cfg.Mode,
-			NamespaceMapping: string(vc.NamespaceMapping),
-			Selector:         nodeconfig.Selector(vc),
-			Labels:           vc.Labels,
-			Taints:           vc.Taints,
-			Region:           vc.Region,
-			Zone:             vc.Zone,
-			Provider:         vc.Provider,
-			InternalIP:       cfg.NodeIP,
-			KubeletPort:      vc.KubeletPort,
-			KubeletVersion:   cfg.KubeletVersion,
-			Grow:             growShapes(vc.Placement),
-		},
-		Informers:          member,
-		Pods:               memberPods,
-		Health:             health,
-		HealthInterval:     cfg.HealthInterval,
-		FailureThreshold:   cfg.FailureThreshold,
-		KubeletAPI:         kubeletAPIProbe(cfg, vc.Name),
-		KubeletAPIInterval: cfg.KubeletAPIProbeInterval,
-	})
-	if err != nil {
-		return nil, err
-	}
-	// virtual-kubelet's pod controller treats every pod of its informer as
-	// its own: podInformer shows it this node's.
-	recorder := events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
-	mapper := provider.SameName
-	if vc.NamespaceMapping == v1alpha1.Suffix {
-		mapper = provider.Suffix(vc.Name)
-	}
-	pods, err := provider.New(provider.Config{
-		NodeName:        vc.Name,
-		Installation:    cfg.Installation,
-		HostPods:        podInformer,
-		HostClient:      cfg.HostClient,
-		Recorder:        recorder,
-		MemberClient:    cfg.MemberClient,
-		MemberConfig:    cfg.MemberConfig,
-		MemberInformers: member,
-		HostInformers:   host,
-		Namespace:       mapper,
-		Partition:       vc.NodeSelector,
-		StatusWorkers:   cfg.StatusWorkers,
-		MirrorEvents:    true,
-		Overrides:       ovr,
-		Metrics:         cfg.Metrics,
-		HandBackAfter:   handBackAfter(vc.Placement),
-		StorageClasses:  vc.StorageClasses,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if cfg.Metrics != nil {
-		// Ahead of the pod controller's handler: the create latency counts
-		// from the moment the host pod is seen.
-		if _, err := podInformer.Informer().AddEventHandler(pods.HostPodEvents()); err != nil {
-			return nil, err
-		}
-	}
-	podCtl, err := node.NewPodController(node.PodControllerConfig{
-		PodClient:     cfg.HostClient.CoreV1(),
-		PodInformer:   provider.PodInformerForVirtualKubelet(podInformer),
-		EventRecorder: quietSuccess{recorder},
-		Provider:      pods,
-		// The informer only holds this node's pods; the filter spares
-		// virtual-kubelet the last update of a pod already gone below.
-		PodEventFilterFunc: pods.PodEventFilter,
-		ConfigMapInformer:  host.ConfigMaps(),
-		SecretInformer:     host.Secrets(),
-		ServiceInformer:    host.Services(),
-		// Secrets and ConfigMaps are mirrored as objects, never inlined
-		// into the forwarded pod spec.
-		SkipDownwardAPIResolution: true,
-		// virtual-kubelet's default limiter adds a shared 10 qps bucket to
-		// each queue, which caps forwarding at ten pods a second after a
-		// burst of a hundred; failures still back off per pod.
-		SyncPodsFromKubernetesRateLimiter:    perItemBackoff(),
-		DeletePodsFromKubernetesRateLimiter:  perItemBackoff(),
-		SyncPodStatusFromProviderRateLimiter: perItemBackoff(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	kubelet, err := cfg.Kubelet(vc, pods)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet endpoint of virtual node %s: %w", vc.Name, err)
-	}
-	mux := http.NewServeMux()
-	// What the kubelet API probe asks for, through the host apiserver.
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
-		RunInContainer:    kubelet.RunInContainer,
-		AttachToContainer: kubelet.AttachToContainer,
-		GetContainerLogs:  kubelet.GetContainerLogs,
-		GetPods:           kubelet.GetPods,
-		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) {
-			return podInformer.Lister().List(labels.Everything())
-		},
-		GetStatsSummary:    kubelet.GetStatsSummary,
-		GetMetricsResource: kubelet.GetMetricsResource,
-		PortForward:        kubelet.PortForward,
-	}, true))
-	auth, err := cfg.Auth(vc.Name)
-	if err != nil {
-		return nil, err
-	}
-	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl,
-		handler: kubeletauth.Handler(auth, mux, log.L.WithField("node", vc.Name))}, nil
+// shared is what the virtual nodes of one Run share: one set of member
+// informers, the host's informers, one event broadcaster, the override
+// policies and one health check of the member. Its init* steps run in
+// Run's order; shutdown undoes them all.
+type shared struct {
+	// cfg is the agent's configuration with the workers divided among the
+	// virtual nodes.
+	cfg   Config
+	names []string // of the virtual nodes
+
+	member    *kube.Factory
+	host      *kube.Factory // objects the pods use (ConfigMaps, Secrets, ...)
+	hostPods  *kube.Factory // the pods of every virtual node of the process
+	hostNodes *kube.Factory // the process's own nodes
+	// factories are shut down, in order, when Run returns.
+	factories   []*kube.Factory
+	podInformer corev1informers.PodInformer // of hostPods
+
+	broadcaster record.EventBroadcaster
+	overrides   provider.Overrides
+	health      clusternode.HealthChecker
+	memberPods  *clusternode.MemberPods
+	// wg counts the goroutines of the virtual nodes.
+	wg sync.WaitGroup
 }
 
-// run starts the virtual node's pieces in virtual-kubelet's order — pods
-// first, so that nothing is scheduled to a node that cannot take pods yet —
-// and stops the whole agent if one of them fails.
-func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelCauseFunc, wg *sync.WaitGroup, up chan<- struct{}) {
-	ctx = log.WithLogger(ctx, log.G(ctx).WithField("node", vn.vc.Name))
-	fail := func(what string, err error) {
-		if err != nil && ctx.Err() == nil {
-			stop(fmt.Errorf("virtual node %s: %s: %w", vn.vc.Name, what, err))
-		}
+// newShared sets up the member's and the host pods' informers, not yet
+// started, and the event broadcaster, not yet recording.
+func newShared(cfg Config) *shared {
+	cfg.PodWorkers = workersPerNode(cfg.PodWorkers, len(cfg.VirtualClusters))
+	cfg.StatusWorkers = workersPerNode(cfg.StatusWorkers, len(cfg.VirtualClusters))
+	s := &shared{cfg: cfg, broadcaster: record.NewBroadcaster()}
+	for _, vc := range cfg.VirtualClusters {
+		s.names = append(s.names, vc.Name)
 	}
-	ln, err := tls.Listen("tcp", net.JoinHostPort(cfg.BindAddress, strconv.Itoa(int(vn.vc.KubeletPort))), &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{cfg.ServingCert},
-		ClientAuth:   tls.RequestClientCert,
-	})
-	if err != nil {
-		fail("kubelet endpoint", err)
-		return
-	}
-	srv := &http.Server{Handler: vn.handler, ReadHeaderTimeout: 30 * time.Second}
-	wg.Go(func() { fail("kubelet endpoint", ignoreClosed(srv.Serve(ln))) })
-	wg.Go(func() {
-		<-ctx.Done()
-		_ = srv.Close()
-	})
+	// Member pods this installation forwarded are cached with only what
+	// flotilla reads of them; see provider.MemberPodTransform.
+	var memberPodStore cache.Store // set before the informer starts
+	s.member = kube.NewFactory(cfg.MemberClient,
+		kube.WithTransform(provider.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
+	memberPodStore = s.member.Pods().Informer().GetStore()
+	s.host = kube.NewFactory(cfg.HostClient, kube.WithTransform(provider.HostObjectTransform))
+	// One informer watches the host pods of every virtual node of the
+	// process; each node sees its own through provider.NodePodInformer.
+	var hostPodStore cache.Store // set before the informer starts
+	s.hostPods = kube.NewFactory(cfg.HostClient,
+		kube.WithTransform(provider.HostPodsTransform(s.names, func() cache.Store { return hostPodStore })),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = provider.HostPodSelector(s.names) }))
+	s.podInformer = s.hostPods.Pods()
+	hostPodStore = s.podInformer.Informer().GetStore()
+	s.factories = []*kube.Factory{s.member, s.host, s.hostPods}
+	return s
+}
 
-	wg.Go(func() { fail("pod controller", vn.podCtl.Run(ctx, cfg.PodWorkers)) })
-	select {
-	case <-ctx.Done():
-		return
-	case <-vn.podCtl.Ready():
+// shutdown stops everything Run started and waits for it. Everything stops
+// on the cancelled context; Shutdown waits for the informers' goroutines, wg
+// for the rest; the events they recorded on their way out are sent before
+// the broadcaster goes.
+func (s *shared) shutdown(stop context.CancelCauseFunc) {
+	stop(nil)
+	for _, f := range s.factories {
+		f.Shutdown()
 	}
-	// The node is registered only now, with the capacity of the member
-	// caches that have synced, rather than empty.
-	nodeCtl, err := node.NewNodeController(vn.nodes, vn.nodes.Node(), cfg.HostClient.CoreV1().Nodes(),
-		node.WithNodeEnableLeaseV1(cfg.HostClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), node.DefaultLeaseDuration))
+	s.wg.Wait()
+	s.broadcaster.Shutdown()
+}
+
+// initHostNodeInformers sets up the informers of the host's nodes. Of
+// them, only the process's own are read (override policies target their
+// labels); watching all would have every flotilla-node decode every other
+// member's node updates.
+func (s *shared) initHostNodeInformers() error {
+	own, err := ownNodes(s.names)
 	if err != nil {
-		fail("node controller", err)
-		return
+		return err
 	}
-	wg.Go(func() { vn.pods.Run(ctx, vn.podCtl.Ready()) })
-	wg.Go(func() { vn.nodes.Run(ctx) })
-	wg.Go(func() { fail("node controller", nodeCtl.Run(ctx)) })
-	select {
-	case <-ctx.Done():
-	case <-nodeCtl.Ready():
-		if err := syncTaints(ctx, cfg.HostClient, vn.nodes.Node()); err != nil {
-			log.G(ctx).WithError(err).Warn("cannot set the configured taints on the virtual node")
+	s.hostNodes = kube.NewFactory(s.cfg.HostClient, kube.WithTransform(provider.HostObjectTransform),
+		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = own.String() }))
+	s.factories = append(s.factories, s.hostNodes)
+	return nil
+}
+
+// startEvents sends the events the virtual nodes record to the host.
+func (s *shared) startEvents() {
+	s.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: s.cfg.HostClient.CoreV1().Events("")})
+}
+
+// initOverrides starts reading the host's override policies, when the
+// agent may.
+func (s *shared) initOverrides(ctx context.Context) error {
+	if s.cfg.HostConfig == nil {
+		return nil
+	}
+	nodes := s.hostNodes.Nodes().Lister()
+	o, err := hostpolicies.Start(ctx, s.cfg.HostConfig, nodes)
+	if err != nil {
+		return fmt.Errorf("override policies: %w", err)
+	}
+	s.overrides = o
+	return nil
+}
+
+// initHealth sets up one health check of the member, however many virtual
+// nodes ask.
+func (s *shared) initHealth() {
+	var check clusternode.HealthChecker = readyz{s.cfg.MemberClient}
+	if s.cfg.Health != nil {
+		check = s.cfg.Health
+	}
+	s.health = newSharedHealth(check, s.cfg.HealthInterval/2, s.cfg.HealthInterval, clock.RealClock{})
+}
+
+// initPodCaches indexes the host pods by node and sets up one count of
+// what the member's pods request, however many virtual nodes stand for the
+// member.
+func (s *shared) initPodCaches() error {
+	if err := provider.IndexHostPodsByNode(s.podInformer); err != nil {
+		return err
+	}
+	memberPods, err := clusternode.NewMemberPods(s.member)
+	if err != nil {
+		return err
+	}
+	s.memberPods = memberPods
+	return nil
+}
+
+// newVirtualNodes assembles the virtual nodes, none of them running yet.
+func (s *shared) newVirtualNodes() ([]*virtualNode, error) {
+	var vns []*virtualNode
+	for _, vc := range s.cfg.VirtualClusters {
+		vn, err := s.newVirtualNode(vc)
+		if err != nil {
+			return nil, fmt.Errorf("virtual node %s: %w", vc.Name, err)
 		}
-		log.G(ctx).WithField("port", vn.vc.KubeletPort).Info("virtual node running")
-		close(up)
+		vns = append(vns, vn)
 	}
+	return vns, nil
+}
+
+// registerGauges gives the virtual nodes' gauges to the configured
+// registerer.
+func (s *shared) registerGauges(vns []*virtualNode) error {
+	if s.cfg.Registerer == nil {
+		return nil
+	}
+	if err := s.cfg.Registerer.Register(nodeGauges(vns)); err != nil {
+		return fmt.Errorf("register node metrics: %w", err)
+	}
+	return nil
+}
+
+// startInformers starts the member's informers and waits, up to
+// SyncTimeout, for its nodes and pods, then starts the host's.
+func (s *shared) startInformers(ctx context.Context) {
+	s.member.Start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	synced := cache.WaitForCacheSync(syncCtx.Done(),
+		s.member.Nodes().Informer().HasSynced,
+		s.member.Pods().Informer().HasSynced)
+	cancel()
+	if !synced {
+		log.G(ctx).WithField("timeout", s.cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
+	}
+	s.host.Start(ctx.Done())
+	s.hostPods.Start(ctx.Done())
+	s.hostNodes.Start(ctx.Done())
+}
+
+// startVirtualNodes runs every virtual node and closes ready once all of
+// them are running; the first to fail stops the others through stop.
+func (s *shared) startVirtualNodes(ctx context.Context, stop context.CancelCauseFunc, vns []*virtualNode, ready chan<- struct{}) {
+	running := make([]<-chan struct{}, 0, len(vns))
+	for _, vn := range vns {
+		up := make(chan struct{})
+		running = append(running, up)
+		s.wg.Go(func() { vn.run(ctx, s.cfg, stop, &s.wg, up) })
+	}
+	s.wg.Go(func() {
+		for _, up := range running {
+			select {
+			case <-ctx.Done():
+				return
+			case <-up:
+			}
+		}
+		close(ready)
+	})
 }
 
 // minWorkersPerNode is the fewest workers of each kind a virtual node gets
@@ -474,97 +379,6 @@ func workersPerNode(total, nodes int) int {
 		nodes = 1
 	}
 	return max(min(minWorkersPerNode, total), (total+nodes-1)/nodes)
-}
-
-// perItemBackoff retries a failing item with exponential backoff, with no
-// limit on how fast distinct items are processed.
-func perItemBackoff() workqueue.TypedRateLimiter[any] {
-	return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, 1000*time.Second)
-}
-
-func ignoreClosed(err error) error {
-	if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-		return nil
-	}
-	return err
-}
-
-// readyz checks the member apiserver's readiness endpoint.
-type readyz struct{ c kube.Interface }
-
-// Healthy asks the member's /readyz. A failed check is reported once, by
-// clusternode with the error; Do would log as well, at error level, an
-// answer whose body did not come in time, which a member apiserver busy
-// with a burst of pods may send.
-func (r readyz) Healthy(ctx context.Context) error {
-	body, err := r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Stream(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(io.Discard, body)
-	return errors.Join(err, body.Close())
-}
-
-// quietSuccess drops virtual-kubelet's "ProviderCreateSuccess",
-// "ProviderUpdateSuccess" and "ProviderDeleteSuccess" events: a kubelet
-// reports no such thing, they say only that the pod is doing what its status
-// already shows, and each costs a host write per pod. Failures and every
-// other event pass through.
-type quietSuccess struct {
-	record.EventRecorder
-}
-
-var providerSuccess = map[string]bool{
-	"ProviderCreateSuccess": true, "ProviderUpdateSuccess": true, "ProviderDeleteSuccess": true,
-}
-
-func quiet(eventType, reason string) bool {
-	return eventType == corev1.EventTypeNormal && providerSuccess[reason]
-}
-
-func (q quietSuccess) Event(obj runtime.Object, eventType, reason, message string) {
-	if !quiet(eventType, reason) {
-		q.EventRecorder.Event(obj, eventType, reason, message)
-	}
-}
-
-func (q quietSuccess) Eventf(obj runtime.Object, eventType, reason, messageFmt string, args ...any) {
-	if !quiet(eventType, reason) {
-		q.EventRecorder.Eventf(obj, eventType, reason, messageFmt, args...)
-	}
-}
-
-func (q quietSuccess) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventType, reason, messageFmt string, args ...any) {
-	if !quiet(eventType, reason) {
-		q.EventRecorder.AnnotatedEventf(obj, annotations, eventType, reason, messageFmt, args...)
-	}
-}
-
-// growShapes is what the fit model says about growth: nil for a cluster
-// that cannot grow.
-func growShapes(pl *v1alpha1.Placement) []fit.NodeShape {
-	if pl == nil || pl.Growable == nil || !*pl.Growable {
-		return nil
-	}
-	out := []fit.NodeShape{}
-	for _, s := range pl.NodeShapes {
-		out = append(out, fit.NodeShape{Labels: s.Labels, Taints: s.Taints, Allocatable: s.Allocatable})
-	}
-	return out
-}
-
-// handBackAfter is how long a forwarded pod may stay unschedulable in the
-// member: nodeProvisionTimeout where an autoscaler may add a node for it.
-func handBackAfter(pl *v1alpha1.Placement) time.Duration {
-	switch {
-	case pl == nil:
-		return nodeconfig.DefaultHandBackAfter
-	case pl.Growable != nil && *pl.Growable && pl.NodeProvisionTimeout != nil:
-		return pl.NodeProvisionTimeout.Duration
-	case pl.HandBackAfter != nil:
-		return pl.HandBackAfter.Duration
-	}
-	return nodeconfig.DefaultHandBackAfter
 }
 
 // ownNodes selects the host nodes of the virtual clusters named: each

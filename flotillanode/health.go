@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -131,4 +132,20 @@ func (k kubeletAPI) Healthy(ctx context.Context) error {
 		return fmt.Errorf("%w: %s", err, why)
 	}
 	return err
+}
+
+// readyz checks the member apiserver's readiness endpoint.
+type readyz struct{ c kube.Interface }
+
+// Healthy asks the member's /readyz. A failed check is reported once, by
+// clusternode with the error; Do would log as well, at error level, an
+// answer whose body did not come in time, which a member apiserver busy
+// with a burst of pods may send.
+func (r readyz) Healthy(ctx context.Context) error {
+	body, err := r.c.Discovery().RESTClient().Get().AbsPath("/readyz").Stream(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(io.Discard, body)
+	return errors.Join(err, body.Close())
 }
