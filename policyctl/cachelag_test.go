@@ -10,6 +10,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"flotilla.io/flotilla/internal/builder"
 )
 
 // laggingCache shows a deleted pod in its template's pod lists until it
@@ -61,7 +63,9 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	h := newTestPlacer(t, cache)
 	admit := func(hash string) *corev1.Pod {
 		t.Helper()
-		raw, err := json.Marshal(replicaOf("web-1", map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}))
+		replica := builder.Pod("").GenerateName("web-1-").Namespace("shop").Label(appsv1.DefaultDeploymentUniqueLabelKey, hash).
+			ControlledBy("ReplicaSet", "web-1", "rs").Container("c").Image("img").Obj()
+		raw, err := json.Marshal(replica)
 		if err != nil {
 			t.Fatal(err)
 		}

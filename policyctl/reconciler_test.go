@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -23,6 +22,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
+	"flotilla.io/flotilla/internal/builder"
 )
 
 // reconcilerFor runs a propagation policy reconciler over objs.
@@ -50,11 +50,6 @@ func webPolicy(selectors ...policyv1alpha1.ResourceSelector) *policyv1alpha1.Pro
 	}
 }
 
-func webDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}}
-}
-
 var deploymentSelector = policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 
 // TestStoredDaemonSetPolicyIsNotReady: a policy stored with a DaemonSet
@@ -62,7 +57,9 @@ var deploymentSelector = policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", 
 // condition, and still places the templates it validly selects.
 func TestStoredDaemonSetPolicyIsNotReady(t *testing.T) {
 	pol := webPolicy(deploymentSelector, policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "node-exporter"})
-	r, c := reconcilerFor(t, interceptor.Funcs{}, pol, webDeployment(), virtualNode("beijing"))
+	web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(2).Obj()
+	bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+	r, c := reconcilerFor(t, interceptor.Funcs{}, pol, web, bj)
 	if _, err := r.reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}); err != nil {
 		t.Fatal(err)
 	}
@@ -89,13 +86,15 @@ func TestReadErrorsKeepStatus(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pol := webPolicy(deploymentSelector)
+			web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(2).Obj()
+			bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
 			fail := false
 			r, c := reconcilerFor(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 				if fail && reflect.TypeOf(list) == reflect.TypeOf(failing) {
 					return errors.New("the server is currently unable to handle the request")
 				}
 				return c.List(ctx, list, opts...)
-			}}, pol, webDeployment(), virtualNode("beijing"))
+			}}, pol, web, bj)
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}
 			if _, err := r.reconcile(t.Context(), req); err != nil {
 				t.Fatal(err)
