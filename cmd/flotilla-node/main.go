@@ -421,9 +421,12 @@ func newMetrics(o *options) (metrics, error) {
 
 // serveMetrics serves flotilla's metrics with those the Kubernetes
 // libraries keep in their own registry (work queues, Go runtime, process)
-// and returns a function that waits for the server to stop. A failure to
-// listen stops nothing else; it is logged.
+// and returns a function that stops the server and waits for it. The stop
+// does not wait for ctx: the virtual nodes may end with an error while no
+// signal has come, and the process must then exit rather than wait for one.
+// A failure to listen stops nothing else; it is logged.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) func() {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -433,7 +436,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) fu
 			log.G(ctx).WithError(err).WithField("address", addr).Error("metrics server failed")
 		}
 	}()
-	return func() { <-done }
+	return func() { cancel(); <-done }
 }
 
 func registerer(reg *prometheus.Registry) prometheus.Registerer {
