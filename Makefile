@@ -17,8 +17,8 @@ test:
 	bash hack/test.sh
 
 # Benchmarks flotilla against a single cluster and a direct member create
-# (issue 7; results in BENCHMARKS.md). Pass flags with BENCH_FLAGS, e.g.
-# make bench BENCH_FLAGS="--pin --out pinned.json".
+# (results in BENCHMARKS.md). Pass flags with BENCH_FLAGS, e.g.
+# make bench BENCH_FLAGS="--pin --out pinned.json"; --help lists them.
 .PHONY: bench
 bench:
 	go run ./hack/bench $(BENCH_FLAGS)
