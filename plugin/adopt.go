@@ -148,7 +148,7 @@ func (o *AdoptOptions) printPlan(p *plan, creates, orphans []string) {
 	o.say("  delete in the member, leaving its pods running: %s", strings.Join(orphans, ", "))
 }
 
-// adoptedFrom is the value of adoptedFromAnnotation for this adoption.
+// adoptedFrom is the value of wellknown.AdoptedFromAnnotation for this adoption.
 func (o *AdoptOptions) adoptedFrom(p *plan) string {
 	return o.Cluster + "/" + p.vn.memberNS + "/" + o.Name
 }
@@ -156,7 +156,7 @@ func (o *AdoptOptions) adoptedFrom(p *plan) string {
 // checkHostWorkload refuses a host object of the workload's name that an
 // adoption of this workload did not make.
 func checkHostWorkload(o *AdoptOptions, p *plan, meta *metav1.ObjectMeta) error {
-	if meta.Annotations[adoptedFromAnnotation] != o.adoptedFrom(p) {
+	if meta.Annotations[wellknown.AdoptedFromAnnotation] != o.adoptedFrom(p) {
 		return fmt.Errorf("%s %s/%s already exists in the host and was not adopted from %s: delete or rename it first", o.Kind, o.Namespace, o.Name, o.adoptedFrom(p))
 	}
 	return nil
@@ -199,13 +199,13 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 		return err
 	}
 	hostRS := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: o.Namespace, Labels: rs.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *rs.Spec.DeepCopy()}
+		Annotations: map[string]string{wellknown.AdoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *rs.Spec.DeepCopy()}
 	hostRS.Spec.Replicas = ptr.To(int32(len(p.pods)))
 	if hostRS.Spec.Template, err = hostTemplate(rs.Spec.Template, o.Cluster); err != nil {
 		return err
 	}
 	hostD := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: o.Namespace, Labels: d.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *d.Spec.DeepCopy()}
+		Annotations: map[string]string{wellknown.AdoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *d.Spec.DeepCopy()}
 	hostD.Spec.Replicas = ptr.To(int32(len(p.pods)))
 	hostD.Spec.Paused = false
 	if hostD.Spec.Template, err = hostTemplate(d.Spec.Template, o.Cluster); err != nil {
@@ -231,7 +231,7 @@ func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
 	// its own: the gate keeps those off every node, and it deletes them as
 	// surplus once it counts the adopted ones.
 	gated := hostRS.DeepCopy()
-	gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: adoptingGate})
+	gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: wellknown.AdoptingGate})
 	cur, err := o.Host.AppsV1().ReplicaSets(o.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -314,7 +314,7 @@ func finishAdoption(ctx context.Context, o *AdoptOptions) error {
 		return err
 	}
 	hd, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	if err != nil || hd.Annotations[adoptedFromAnnotation] != o.Cluster+"/"+vn.memberNS+"/"+o.Name {
+	if err != nil || hd.Annotations[wellknown.AdoptedFromAnnotation] != o.Cluster+"/"+vn.memberNS+"/"+o.Name {
 		return fmt.Errorf("member Deployment %s/%s not found in cluster %s", vn.memberNS, o.Name, o.Cluster)
 	}
 	sets, err := o.Host.AppsV1().ReplicaSets(o.Namespace).List(ctx, metav1.ListOptions{})
@@ -322,7 +322,7 @@ func finishAdoption(ctx context.Context, o *AdoptOptions) error {
 		return err
 	}
 	for _, hrs := range sets.Items {
-		if c := metav1.GetControllerOf(&hrs); c == nil || c.UID != hd.UID || hrs.Annotations[adoptedFromAnnotation] == "" {
+		if c := metav1.GetControllerOf(&hrs); c == nil || c.UID != hd.UID || hrs.Annotations[wellknown.AdoptedFromAnnotation] == "" {
 			continue
 		}
 		mrs, err := o.Member.AppsV1().ReplicaSets(vn.memberNS).Get(ctx, hrs.Name, metav1.GetOptions{})
@@ -363,7 +363,7 @@ func ungate(ctx context.Context, c kubernetes.Interface, ns, name string, templa
 		if err != nil {
 			return err
 		}
-		if !slices.ContainsFunc(cur.Spec.Template.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == adoptingGate }) {
+		if !slices.ContainsFunc(cur.Spec.Template.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == wellknown.AdoptingGate }) {
 			return nil
 		}
 		cur.Spec.Template = template
@@ -448,7 +448,7 @@ func adoptStatefulSet(ctx context.Context, o *AdoptOptions) error {
 		return err
 	}
 	hostS := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: o.Namespace, Labels: s.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *s.Spec.DeepCopy()}
+		Annotations: map[string]string{wellknown.AdoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *s.Spec.DeepCopy()}
 	if hostS.Spec.Template, err = hostTemplate(s.Spec.Template, o.Cluster); err != nil {
 		return err
 	}

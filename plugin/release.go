@@ -18,10 +18,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// releasedFromAnnotation on a member workload that release made names the
-// host workload it came from, so that a second run resumes.
-const releasedFromAnnotation = wellknown.Prefix + "released-from"
-
 // Release hands a host Deployment or StatefulSet whose pods all run in
 // one cluster back to that member cluster, deleting no pod: the member
 // gets the workload (and ReplicaSet) owning the running pods, flotilla's
@@ -87,7 +83,7 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 	from := "host/" + o.Namespace + "/" + o.Name
 	hd, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		if md, merr := o.Member.AppsV1().Deployments(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && md.Annotations[releasedFromAnnotation] == from {
+		if md, merr := o.Member.AppsV1().Deployments(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && md.Annotations[wellknown.ReleasedFromAnnotation] == from {
 			return finishHostRelease(ctx, o, vn.memberNS, nil, "")
 		}
 	}
@@ -133,16 +129,16 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		gated := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: vn.memberNS, Labels: rs.Labels,
-			Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *rs.Spec.DeepCopy()}
+			Annotations: map[string]string{wellknown.ReleasedFromAnnotation: from}}, Spec: *rs.Spec.DeepCopy()}
 		gated.Spec.Replicas = ptr.To(int32(len(memberPods)))
 		gated.Spec.Template = *tpl.DeepCopy()
-		gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: adoptingGate})
+		gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: wellknown.AdoptingGate})
 		if mrs, err = o.Member.AppsV1().ReplicaSets(vn.memberNS).Create(ctx, gated, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("member ReplicaSet: %w", err)
 		}
 	case err != nil:
 		return err
-	case mrs.Annotations[releasedFromAnnotation] != from:
+	case mrs.Annotations[wellknown.ReleasedFromAnnotation] != from:
 		return fmt.Errorf("ReplicaSet %s/%s already exists in the member and was not made by a release of %s", vn.memberNS, rs.Name, from)
 	}
 	if err := waitOwned(ctx, o, vn.memberNS, rs.Spec.Selector, memberPods, mrs.UID); err != nil {
@@ -152,7 +148,7 @@ func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
 		return fmt.Errorf("member ReplicaSet: %w", err)
 	}
 	md := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: vn.memberNS, Labels: hd.Labels,
-		Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *hd.Spec.DeepCopy()}
+		Annotations: map[string]string{wellknown.ReleasedFromAnnotation: from}}, Spec: *hd.Spec.DeepCopy()}
 	md.Spec.Template = dTpl
 	md.Spec.Replicas = ptr.To(int32(len(memberPods)))
 	if err := createOwning(ctx, o.Member, md); err != nil {
@@ -329,7 +325,7 @@ func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
 	from := "host/" + o.Namespace + "/" + o.Name
 	hs, err := o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		if ms, merr := o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && ms.Annotations[releasedFromAnnotation] == from {
+		if ms, merr := o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && ms.Annotations[wellknown.ReleasedFromAnnotation] == from {
 			return finishHostRelease(ctx, o, vn.memberNS, nil, "")
 		}
 	}
@@ -354,7 +350,7 @@ func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
 		return nil
 	}
 	ms := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: vn.memberNS, Labels: hs.Labels,
-		Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *hs.Spec.DeepCopy()}
+		Annotations: map[string]string{wellknown.ReleasedFromAnnotation: from}}, Spec: *hs.Spec.DeepCopy()}
 	ms.Spec.Template = tpl
 	strategy := ms.Spec.UpdateStrategy
 	ms.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
@@ -364,7 +360,7 @@ func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
 	}
 	cur, err := o.Member.AppsV1().StatefulSets(vn.memberNS).Create(ctx, ms, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		if cur, err = o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); err == nil && cur.Annotations[releasedFromAnnotation] != from {
+		if cur, err = o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); err == nil && cur.Annotations[wellknown.ReleasedFromAnnotation] != from {
 			return fmt.Errorf("StatefulSet %s/%s already exists in the member and was not made by a release of %s", vn.memberNS, o.Name, from)
 		}
 	}

@@ -25,18 +25,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// What adopt and release write, besides the names flotilla-node reads.
-const (
-	// adoptedFromAnnotation on a host workload names where it was adopted
-	// from, as <cluster>/<member namespace>/<name>: a second run of adopt
-	// resumes its own adoption and refuses anything else's.
-	adoptedFromAnnotation = wellknown.Prefix + "adopted-from"
-	// adoptingGate holds the pods a host ReplicaSet might create while it
-	// has not yet seen the adopted ones: they are never scheduled, and the
-	// ReplicaSet deletes them as surplus.
-	adoptingGate = wellknown.Prefix + "adopting"
-)
-
 // stepTimeout bounds each wait of adopt and release for a controller.
 const stepTimeout = 2 * time.Minute
 

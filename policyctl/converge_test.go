@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -27,7 +28,7 @@ func runningPod(name, cluster string, ready bool, cost, age int) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(age), 0)),
-			Annotations: map[string]string{ClusterAnnotation: cluster, DeletionCostAnnotation: strconv.Itoa(cost)}},
+			Annotations: map[string]string{wellknown.PolicyClusterAnnotation: cluster, wellknown.DeletionCostAnnotation: strconv.Itoa(cost)}},
 		Spec:   corev1.PodSpec{NodeName: cluster},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}

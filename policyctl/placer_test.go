@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 func cpuSpec(cpu string) corev1.PodSpec {
@@ -23,7 +24,7 @@ func cpuPod(name, node, template, cpu string) *corev1.Pod {
 	spec := cpuSpec(cpu)
 	spec.NodeName = node
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: map[string]string{TemplateAnnotation: template}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: map[string]string{wellknown.TemplateAnnotation: template}},
 		Spec:       spec,
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // TestWebhookPlacesWhatAPolicySelects admits pods the way the API server
@@ -48,7 +49,7 @@ func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
 		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
@@ -116,13 +117,13 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			cluster := placed.Annotations[ClusterAnnotation]
+			cluster := placed.Annotations[wellknown.PolicyClusterAnnotation]
 			mu.Lock()
 			defer mu.Unlock()
 			if costs[cluster] == nil {
 				costs[cluster] = map[string]bool{}
 			}
-			if cost := placed.Annotations[DeletionCostAnnotation]; costs[cluster][cost] {
+			if cost := placed.Annotations[wellknown.DeletionCostAnnotation]; costs[cluster][cost] {
 				t.Errorf("two pods in %s got pod-deletion-cost %s", cluster, cost)
 			} else {
 				costs[cluster][cost] = true
@@ -160,7 +161,7 @@ func twoToOne(t *testing.T, replicas int32) client.Client {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
 	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 }
 
