@@ -133,7 +133,7 @@ func TestBuild(t *testing.T) {
 	t1 := t0.Add(time.Minute)
 	down := Build(cfg, Snapshot{Nodes: snap.Nodes, Reachable: false, Message: "connection refused"}, n, t1)
 	r := down.Status.Conditions[0]
-	if r.Status != corev1.ConditionFalse || r.Reason != ReasonMemberUnreachable || !r.LastTransitionTime.Time.Equal(t1) {
+	if r.Status != corev1.ConditionFalse || r.Reason != wellknown.ReasonMemberUnreachable || !r.LastTransitionTime.Time.Equal(t1) {
 		t.Errorf("ready after outage = %+v", r)
 	}
 	// Pressure conditions did not change, so their transition time is kept.

@@ -271,18 +271,18 @@ func TestKubeletAPIProbe(t *testing.T) {
 
 	expect := func(what string, status corev1.ConditionStatus, message string) {
 		t.Helper()
-		awaitNode(t, clk, published, fmt.Sprintf("%s: %s=%s with message %q", what, KubeletAPIUnreachable, status, message), func(n *corev1.Node) bool {
+		awaitNode(t, clk, published, fmt.Sprintf("%s: %s=%s with message %q", what, wellknown.NodeKubeletAPIUnreachable, status, message), func(n *corev1.Node) bool {
 			var api, ready *corev1.NodeCondition
 			for i, c := range n.Status.Conditions {
 				switch c.Type {
-				case KubeletAPIUnreachable:
+				case wellknown.NodeKubeletAPIUnreachable:
 					api = &n.Status.Conditions[i]
 				case corev1.NodeReady:
 					ready = &n.Status.Conditions[i]
 				}
 			}
 			if api == nil {
-				t.Fatalf("%s: no %s condition in %v", what, KubeletAPIUnreachable, n.Status.Conditions)
+				t.Fatalf("%s: no %s condition in %v", what, wellknown.NodeKubeletAPIUnreachable, n.Status.Conditions)
 			}
 			if ready == nil || ready.Status != corev1.ConditionTrue {
 				t.Fatalf("%s: Ready is %v, want True throughout", what, ready)

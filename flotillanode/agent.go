@@ -74,7 +74,7 @@ type Config struct {
 	// KubeletAPIProbeInterval, when positive, is how often each virtual
 	// node's kubelet endpoint is probed through the host apiserver's node
 	// proxy, the way kubectl logs and exec reach it (see
-	// clusternode.KubeletAPIUnreachable).
+	// wellknown.NodeKubeletAPIUnreachable).
 	KubeletAPIProbeInterval time.Duration
 	// Health, when set, replaces the member's /readyz as the health check.
 	Health clusternode.HealthChecker

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -84,7 +83,7 @@ func TestRemoveLeavesOthersAlone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("shared namespace: %v, want kept", err)
 	}
-	if mine.Owns(shop) || shop.Annotations[memberns.ReleasedAnnotation] != "host-b/beijing" {
+	if mine.Owns(shop) || shop.Annotations[wellknown.ReleasedByAnnotation] != "host-b/beijing" {
 		t.Errorf("shared namespace not handed back: %v %v", shop.Labels, shop.Annotations)
 	}
 	if _, err := host.CoreV1().Nodes().Get(t.Context(), "beijing", metav1.GetOptions{}); !apierrors.IsNotFound(err) {

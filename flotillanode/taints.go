@@ -14,11 +14,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// taintsAnnotation records, on a virtual node, the taints flotilla-node
-// set from its configuration, so that a later start can tell them from the
-// taints others added (the node lifecycle controller's, an operator's).
-const taintsAnnotation = wellknown.Prefix + "taints"
-
 // syncTaints makes an existing virtual node carry the configured taints:
 // virtual-kubelet creates a node with them but only updates the status of
 // a node that exists, so a changed configuration would otherwise keep the
@@ -36,9 +31,9 @@ func syncTaints(ctx context.Context, client kube.Interface, want *corev1.Node) e
 			return err
 		}
 		var previous []corev1.Taint
-		if s, ok := n.Annotations[taintsAnnotation]; ok {
+		if s, ok := n.Annotations[wellknown.TaintsAnnotation]; ok {
 			if err := json.Unmarshal([]byte(s), &previous); err != nil {
-				return fmt.Errorf("node %s: annotation %s: %w", n.Name, taintsAnnotation, err)
+				return fmt.Errorf("node %s: annotation %s: %w", n.Name, wellknown.TaintsAnnotation, err)
 			}
 		} else {
 			// Before the annotation, the configured taints were the ones
@@ -47,14 +42,14 @@ func syncTaints(ctx context.Context, client kube.Interface, want *corev1.Node) e
 			previous = desired
 		}
 		next := mergeTaints(n.Spec.Taints, previous, desired)
-		if equality.Semantic.DeepEqual(next, n.Spec.Taints) && n.Annotations[taintsAnnotation] == string(record) {
+		if equality.Semantic.DeepEqual(next, n.Spec.Taints) && n.Annotations[wellknown.TaintsAnnotation] == string(record) {
 			return nil
 		}
 		n.Spec.Taints = next
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
-		n.Annotations[taintsAnnotation] = string(record)
+		n.Annotations[wellknown.TaintsAnnotation] = string(record)
 		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})

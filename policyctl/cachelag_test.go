@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // laggingCache shows a deleted pod in its template's pod lists until it
@@ -88,7 +89,7 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	}
 	var victim *corev1.Pod
 	for _, p := range pods {
-		if p.Annotations[ClusterAnnotation] == "beijing" && (victim == nil || deletionCost(p) > deletionCost(victim)) {
+		if p.Annotations[wellknown.PolicyClusterAnnotation] == "beijing" && (victim == nil || deletionCost(p) > deletionCost(victim)) {
 			victim = p // the beijing replica a scale-down would delete last
 		}
 	}
@@ -105,9 +106,9 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	cache.Reader = withPod{Reader: c, pod: victim}
 
 	repl := admit("h1")
-	if repl.Annotations[ClusterAnnotation] != "beijing" || repl.Annotations[DeletionCostAnnotation] != victim.Annotations[DeletionCostAnnotation] {
+	if repl.Annotations[wellknown.PolicyClusterAnnotation] != "beijing" || repl.Annotations[wellknown.DeletionCostAnnotation] != victim.Annotations[wellknown.DeletionCostAnnotation] {
 		t.Errorf("replacement placed in %s with pod-deletion-cost %s, want the departed replica's: beijing, %s",
-			repl.Annotations[ClusterAnnotation], repl.Annotations[DeletionCostAnnotation], victim.Annotations[DeletionCostAnnotation])
+			repl.Annotations[wellknown.PolicyClusterAnnotation], repl.Annotations[wellknown.DeletionCostAnnotation], victim.Annotations[wellknown.DeletionCostAnnotation])
 	}
 
 	// A rollout's first pod of a new revision, with every old one still

@@ -14,6 +14,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -25,7 +26,7 @@ func runningPod(name, cluster string, ready bool, cost, age int) *corev1.Pod {
 		status = corev1.ConditionTrue
 	}
 	return builder.Pod(name).Created(time.Unix(int64(age), 0)).
-		Annotation(ClusterAnnotation, cluster).Annotation(DeletionCostAnnotation, strconv.Itoa(cost)).
+		Annotation(wellknown.PolicyClusterAnnotation, cluster).Annotation(wellknown.DeletionCostAnnotation, strconv.Itoa(cost)).
 		Node(cluster).Condition(corev1.PodReady, status).Obj()
 }
 

@@ -75,7 +75,7 @@ func admit(t testing.TB, h *PodPlacer, pod *corev1.Pod) *corev1.Pod {
 func fitWebhook(t testing.TB, objs ...client.Object) (*PodPlacer, *fitter) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		WithIndex(&corev1.Pod{}, gatedIndex, gatedValue).
 		Build()
 	f := newFitter(c, clocktesting.NewFakeClock(time.Now()), time.Minute)
@@ -131,7 +131,7 @@ func TestAdmissionPlacesPodsWhereTheyFit(t *testing.T) {
 					t.Errorf("the host may bind it to %v, want %v", b, tc.bindable)
 				}
 			}
-			if v := got.Annotations[FitVerdictAnnotation]; v != tc.verdict {
+			if v := got.Annotations[wellknown.FitVerdictAnnotation]; v != tc.verdict {
 				t.Errorf("verdict %q, want %q", v, tc.verdict)
 			}
 			mc, moved, err := fit.MemberConstraintsOf(got)
@@ -166,7 +166,7 @@ func TestHandedBackClusterIsAvoided(t *testing.T) {
 	if b := hostCanBind(t, next, objs); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
 		t.Errorf("the replacement may go to %v, want beijing and hangzhou", b)
 	}
-	if v := next.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "shenzhen: handed back a pod of the same controller") || !strings.Contains(v, "anti-affinity") {
+	if v := next.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "shenzhen: handed back a pod of the same controller") || !strings.Contains(v, "anti-affinity") {
 		t.Errorf("verdict %q does not say why shenzhen was avoided", v)
 	}
 	other := admit(t, h, builder.Pod("web-abc").Namespace("shop").ControlledBy("ReplicaSet", "web-1", "rs-2").Tolerate(wellknown.ProviderTaintKey).CPU("1").Obj())
@@ -223,7 +223,7 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, EventNoClusterFits) || !strings.Contains(e, "hangzhou: no node with 40 cpu free (largest 24)") {
+		if !strings.Contains(e, wellknown.EventNoClusterFits) || !strings.Contains(e, "hangzhou: no node with 40 cpu free (largest 24)") {
 			t.Errorf("event %q", e)
 		}
 	default:
@@ -267,7 +267,7 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, EventClusterFits) {
+		if !strings.Contains(e, wellknown.EventClusterFits) {
 			t.Errorf("event %q", e)
 		}
 	default:
@@ -295,8 +295,8 @@ func TestGrowableClusterTakesWhatFitsNowhere(t *testing.T) {
 	h, _ := fitWebhook(t, objs...)
 	for i := range 3 {
 		got := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("48").Obj())
-		if got.Spec.NodeName != "shenzhen" || got.Annotations[GrowAnnotation] != "shenzhen" || gated(got) {
-			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want shenzhen, the one whose largest node holds 48 cpu", i, got.Spec.NodeName, got.Annotations[GrowAnnotation], gated(got))
+		if got.Spec.NodeName != "shenzhen" || got.Annotations[wellknown.WaitingForNodeAnnotation] != "shenzhen" || gated(got) {
+			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want shenzhen, the one whose largest node holds 48 cpu", i, got.Spec.NodeName, got.Annotations[wellknown.WaitingForNodeAnnotation], gated(got))
 		}
 	}
 	small := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("24").Obj())
@@ -325,7 +325,7 @@ func TestDataGravity(t *testing.T) {
 	if b := hostCanBind(t, got, objs); !slices.Equal(b, []string{"beijing"}) {
 		t.Errorf("the pod may go to %v, want beijing alone", b)
 	}
-	if v := got.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "hangzhou: claim data-db-0 holds its data in cluster beijing") {
+	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "hangzhou: claim data-db-0 holds its data in cluster beijing") {
 		t.Errorf("verdict %q", v)
 	}
 

@@ -23,6 +23,7 @@ import (
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
 	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // reconcilerFor runs a propagation policy reconciler over objs.
@@ -31,7 +32,7 @@ func reconcilerFor(t *testing.T, funcs interceptor.Funcs, objs ...client.Object)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 		WithStatusSubresource(&policyv1alpha1.PropagationPolicy{}).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		WithInterceptorFuncs(funcs).
 		Build()
 	r := &policyReconciler{client: c, placer: newPlacer(c), recorder: events.NewFakeRecorder(100),
@@ -67,9 +68,9 @@ func TestStoredDaemonSetPolicyIsNotReady(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
 		t.Fatal(err)
 	}
-	cond := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
-	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonInvalidPolicy || !strings.Contains(cond.Message, validation.MsgDaemonSet) {
-		t.Errorf("Ready condition = %+v, want False/%s saying %q", cond, ReasonInvalidPolicy, validation.MsgDaemonSet)
+	cond := meta.FindStatusCondition(got.Status.Conditions, policyv1alpha1.ConditionReady)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != wellknown.ReasonInvalidPolicy || !strings.Contains(cond.Message, validation.MsgDaemonSet) {
+		t.Errorf("Ready condition = %+v, want False/%s saying %q", cond, wellknown.ReasonInvalidPolicy, validation.MsgDaemonSet)
 	}
 	if len(got.Status.Templates) != 1 || got.Status.Templates[0].Name != "web" || len(got.Status.Templates[0].Clusters) != 1 {
 		t.Errorf("templates = %+v, want Deployment web placed on beijing", got.Status.Templates)

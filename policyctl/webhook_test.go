@@ -23,6 +23,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // TestWebhookPlacesWhatAPolicySelects admits pods the way the API server
@@ -45,7 +46,7 @@ func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
 	bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, bj, web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
 		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
@@ -108,13 +109,13 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			cluster := placed.Annotations[ClusterAnnotation]
+			cluster := placed.Annotations[wellknown.PolicyClusterAnnotation]
 			mu.Lock()
 			defer mu.Unlock()
 			if costs[cluster] == nil {
 				costs[cluster] = map[string]bool{}
 			}
-			if cost := placed.Annotations[DeletionCostAnnotation]; costs[cluster][cost] {
+			if cost := placed.Annotations[wellknown.DeletionCostAnnotation]; costs[cluster][cost] {
 				t.Errorf("two pods in %s got pod-deletion-cost %s", cluster, cost)
 			} else {
 				costs[cluster][cost] = true
@@ -152,7 +153,7 @@ func twoToOne(t *testing.T, replicas int32) client.Client {
 	hz := builder.VirtualNode("hangzhou").CPU("64").Pods("1000").Ready().Obj()
 	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, bj, hz, web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 }
 

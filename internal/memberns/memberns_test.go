@@ -89,7 +89,7 @@ func TestRelease(t *testing.T) {
 			if second.Owns(cur) || cur.Labels[wellknown.ManagedByLabel] != "" || cur.Annotations[wellknown.HostNamespaceAnnotation] != "" {
 				t.Errorf("kept namespace still marked as flotilla's: %v %v", cur.Labels, cur.Annotations)
 			}
-			if cur.Labels["team"] != "shop" || cur.Annotations[ReleasedAnnotation] != "host-b/beijing" {
+			if cur.Labels["team"] != "shop" || cur.Annotations[wellknown.ReleasedByAnnotation] != "host-b/beijing" {
 				t.Errorf("kept namespace lost its own labels or the release note: %v %v", cur.Labels, cur.Annotations)
 			}
 			events, err := client.CoreV1().Events("shop").List(t.Context(), metav1.ListOptions{})
@@ -97,7 +97,7 @@ func TestRelease(t *testing.T) {
 				t.Fatalf("events = %v, %v; want one", events, err)
 			}
 			ev := events.Items[0]
-			if ev.Reason != EventKept || ev.InvolvedObject.Kind != "Namespace" || ev.InvolvedObject.Name != "shop" || ev.InvolvedObject.Namespace != ev.Namespace {
+			if ev.Reason != wellknown.EventNamespaceKept || ev.InvolvedObject.Kind != "Namespace" || ev.InvolvedObject.Name != "shop" || ev.InvolvedObject.Namespace != ev.Namespace {
 				t.Errorf("event = %+v", ev)
 			}
 			for _, n := range tc.named {
