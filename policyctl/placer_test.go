@@ -10,6 +10,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // TestPlacementCountsPodsOnVirtualNodes checks the free capacity a decision
@@ -21,11 +22,11 @@ func TestPlacementCountsPodsOnVirtualNodes(t *testing.T) {
 		pod  *corev1.Pod
 		want string // the clusterAffinities group chosen
 	}{
-		"beijing full":                {builder.Pod("other").Namespace("shop").Annotation(TemplateAnnotation, "other").Node("beijing").CPU("2").Obj(), "hangzhou"},
-		"beijing full of its own":     {builder.Pod("own").Namespace("shop").Annotation(TemplateAnnotation, "tpl").Node("beijing").CPU("2").Obj(), "beijing"},
-		"a pod on a host node":        {builder.Pod("host").Namespace("shop").Annotation(TemplateAnnotation, "other").Node("control-plane").CPU("2").Obj(), "beijing"},
-		"a pod not bound":             {builder.Pod("pending").Namespace("shop").Annotation(TemplateAnnotation, "other").CPU("2").Obj(), "beijing"},
-		"beijing half used by others": {builder.Pod("other").Namespace("shop").Annotation(TemplateAnnotation, "other").Node("beijing").CPU("1").Obj(), "beijing"},
+		"beijing full":                {builder.Pod("other").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("beijing").CPU("2").Obj(), "hangzhou"},
+		"beijing full of its own":     {builder.Pod("own").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "tpl").Node("beijing").CPU("2").Obj(), "beijing"},
+		"a pod on a host node":        {builder.Pod("host").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("control-plane").CPU("2").Obj(), "beijing"},
+		"a pod not bound":             {builder.Pod("pending").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").CPU("2").Obj(), "beijing"},
+		"beijing half used by others": {builder.Pod("other").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("beijing").CPU("1").Obj(), "beijing"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -9,13 +9,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// TemplateAnnotation and AssignmentAnnotation are wellknown's, under the
-// names the controller's wiring reads them by.
-const (
-	TemplateAnnotation   = wellknown.TemplateAnnotation
-	AssignmentAnnotation = wellknown.AssignmentAnnotation
-)
-
 // virtualNodeToleration lets a pod onto virtual nodes; only placed pods
 // get it, which is what holds back a selected template's pods while the
 // webhook is unavailable (docs/policies.md).

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/workload"
 )
 
@@ -87,7 +88,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 // the fit gate holds them.
 func indexPods(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, templateIndex, func(o client.Object) []string {
-		if uid := o.GetAnnotations()[TemplateAnnotation]; uid != "" {
+		if uid := o.GetAnnotations()[wellknown.TemplateAnnotation]; uid != "" {
 			return []string{uid}
 		}
 		return nil
@@ -131,8 +132,8 @@ func watchPlacedPods(ctx context.Context, mgr ctrl.Manager, lg *ledger) error {
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
-		if p, ok := o.(*corev1.Pod); ok && p.Annotations[AssignmentAnnotation] != "" {
-			lg.arrived(types.UID(p.Annotations[TemplateAnnotation]), p.Annotations[AssignmentAnnotation])
+		if p, ok := o.(*corev1.Pod); ok && p.Annotations[wellknown.AssignmentAnnotation] != "" {
+			lg.arrived(types.UID(p.Annotations[wellknown.TemplateAnnotation]), p.Annotations[wellknown.AssignmentAnnotation])
 		}
 	}}); err != nil {
 		return fmt.Errorf("watch placed pods: %w", err)
