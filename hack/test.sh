@@ -43,11 +43,13 @@ fi
 # Deepcopy functions and CRDs must be what the API types' markers generate.
 bash hack/verify-codegen.sh
 bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
-# The in-process tests once more under the race detector: controllers share
-# informer caches with virtual-kubelet, and a write into a cached object
-# shows up nowhere else.
+# The in-process tests, under the race detector: controllers share informer
+# caches with virtual-kubelet, and a write into a cached object shows up
+# nowhere else. No package outside test/ needs a test world, so these run
+# once, here.
 go test -race -short -count=1 $(go list ./... | grep -v '/test/')
-# One package at a time: the test world of test/testworld and the e2e
-# world would otherwise run side by side on two cores and, together, come
-# close to the default limit of 128 inotify instances per user.
-go test -p 1 -count=1 -timeout 45m ./...
+# The tests against real clusters, one package at a time: the test world of
+# test/testworld and the e2e world would otherwise run side by side on two
+# cores and, together, come close to the default limit of 128 inotify
+# instances per user.
+go test -p 1 -count=1 -timeout 45m ./test/...
