@@ -47,6 +47,11 @@ bash hack/verify-charts.sh # generated chart files, helm lint and template; buil
 # caches with virtual-kubelet, and a write into a cached object shows up
 # nowhere else. No package outside test/ needs a test world, so these run
 # once, here.
+if skipped="$(git grep -l 'testing.Short()' -- '*_test.go' ':!test/')"; then
+  echo "tests outside test/ run only with -short, so none may skip in short mode:" >&2
+  echo "$skipped" >&2
+  exit 1
+fi
 go test -race -short -count=1 $(go list ./... | grep -v '/test/')
 # The tests against real clusters, one package at a time: the test world of
 # test/testworld and the e2e world would otherwise run side by side on two
