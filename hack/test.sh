@@ -6,17 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-# The test world sets up its network namespaces with ip, and the firewall
-# of a site (a member behind NAT, reachable only outward) with nft.
-command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || missing+=(iproute2)
-command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
-if ((${#missing[@]})); then
-  echo "test: installing ${missing[*]} for the test world's network namespaces" >&2
-  apt-get update -qq >&2 && apt-get install -y -qq "${missing[@]}" >&2
-fi
-
-bash hack/build-testworld.sh >/dev/null
+# The test world's packages and binaries, shared with make demo.
+bash hack/prereqs.sh
 
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [[ -n "$unformatted" ]]; then
