@@ -13,23 +13,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// Condition reasons on the virtual node's Ready condition.
-const (
-	ReasonMemberReachable   = "MemberReachable"
-	ReasonMemberUnreachable = "MemberUnreachable"
-)
-
-// KubeletAPIUnreachable is the virtual node's condition saying whether the
-// host apiserver reaches its kubelet endpoint, which carries kubectl logs,
-// exec, attach, port-forward and the node's stats. Like a kubelet's
-// pressure conditions it is True when something is wrong. Pods keep being
-// forwarded either way, so it does not touch Ready.
-const (
-	KubeletAPIUnreachable       corev1.NodeConditionType = "KubeletAPIUnreachable"
-	ReasonKubeletAPIReachable                            = "KubeletAPIReachable"
-	ReasonKubeletAPIProbeFailed                          = "KubeletAPIProbeFailed"
-)
-
 // Owner is the identity this virtual node stamps on what it forwards.
 func (c Config) Owner() wellknown.Owner {
 	return wellknown.Owner{Cluster: c.Name, Installation: c.Installation}
@@ -227,30 +210,30 @@ func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCo
 	ready := corev1.NodeCondition{
 		Type:    corev1.NodeReady,
 		Status:  corev1.ConditionTrue,
-		Reason:  ReasonMemberReachable,
+		Reason:  wellknown.ReasonMemberReachable,
 		Message: "member cluster apiserver is reachable",
 	}
 	if !snap.Reachable {
 		ready.Status = corev1.ConditionFalse
-		ready.Reason = ReasonMemberUnreachable
+		ready.Reason = wellknown.ReasonMemberUnreachable
 		ready.Message = fmt.Sprintf("member cluster apiserver is unreachable: %s", snap.Message)
 	}
 	conds := []corev1.NodeCondition{
 		ready,
-		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "MemberHasSufficientMemory"},
-		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "MemberHasNoDiskPressure"},
-		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "MemberHasSufficientPID"},
-		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: "MemberNetworkReady"},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberHasSufficientMemory},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberHasNoDiskPressure},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberHasSufficientPID},
+		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberNetworkReady},
 	}
 	if api := snap.KubeletAPI; api != nil {
-		c := corev1.NodeCondition{Type: KubeletAPIUnreachable, Status: corev1.ConditionFalse, Reason: ReasonKubeletAPIReachable,
+		c := corev1.NodeCondition{Type: wellknown.NodeKubeletAPIUnreachable, Status: corev1.ConditionFalse, Reason: wellknown.ReasonKubeletAPIReachable,
 			Message: "the host apiserver reaches this node's kubelet endpoint (logs, exec, attach, port-forward, stats)"}
 		switch {
 		case !api.Done:
-			c.Status, c.Reason = corev1.ConditionUnknown, "KubeletAPINotProbedYet"
+			c.Status, c.Reason = corev1.ConditionUnknown, wellknown.ReasonKubeletAPINotProbedYet
 			c.Message = "the kubelet endpoint has not been probed through the host apiserver yet"
 		case !api.OK:
-			c.Status, c.Reason = corev1.ConditionTrue, ReasonKubeletAPIProbeFailed
+			c.Status, c.Reason = corev1.ConditionTrue, wellknown.ReasonKubeletAPIProbeFailed
 			c.Message = "the host apiserver cannot reach this node's kubelet endpoint, so kubectl logs, exec, attach, port-forward and top fail for its pods (they keep running): " + api.Message
 		}
 		conds = append(conds, c)

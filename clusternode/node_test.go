@@ -8,49 +8,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-type nodeOpt func(*corev1.Node)
+// linuxAMD64 labels every member node of these tests alike.
+var linuxAMD64 = map[string]string{corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64"}
 
-func mkNode(name, cpu, mem, pods string, opts ...nodeOpt) *corev1.Node {
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
-		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem), corev1.ResourcePods: resource.MustParse(pods),
-			},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-		},
-	}
-	for _, o := range opts {
-		o(n)
-	}
-	return n
-}
-
-func notReady(n *corev1.Node)   { n.Status.Conditions[0].Status = corev1.ConditionFalse }
-func cordoned(n *corev1.Node)   { n.Spec.Unschedulable = true }
-func label(k, v string) nodeOpt { return func(n *corev1.Node) { n.Labels[k] = v } }
-
-func mkPod(name, node, cpu, mem string, forwarded bool, phase corev1.PodPhase) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
-		}}}},
-		Status: corev1.PodStatus{Phase: phase},
-	}
-	if forwarded {
-		p.Labels[wellknown.ClusterLabel] = "beijing"
-		p.Labels[wellknown.InstallationLabel] = "host-1"
-	}
-	return p
-}
+// forwarded labels a member pod as forwarded by virtual node beijing of
+// installation host-1.
+var forwarded = map[string]string{wellknown.ClusterLabel: "beijing", wellknown.InstallationLabel: "host-1"}
 
 func TestAllocatable(t *testing.T) {
 	cases := map[string]struct {
@@ -60,41 +30,50 @@ func TestAllocatable(t *testing.T) {
 		want     map[corev1.ResourceName]string
 	}{
 		"sum of ready schedulable nodes": {
-			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110"), mkNode("b", "2", "4Gi", "110"), mkNode("c", "8", "8Gi", "110", notReady), mkNode("d", "8", "8Gi", "110", cordoned)},
-			want:  map[corev1.ResourceName]string{"cpu": "6", "memory": "12Gi", "pods": "220"},
+			nodes: []*corev1.Node{
+				builder.Node("a").Labels(linuxAMD64).CPU("4").Memory("8Gi").Pods("110").Ready().Obj(),
+				builder.Node("b").Labels(linuxAMD64).CPU("2").Memory("4Gi").Pods("110").Ready().Obj(),
+				builder.Node("c").Labels(linuxAMD64).CPU("8").Memory("8Gi").Pods("110").NotReady().Obj(),
+				builder.Node("d").Labels(linuxAMD64).CPU("8").Memory("8Gi").Pods("110").Ready().Unschedulable().Obj(),
+			},
+			want: map[corev1.ResourceName]string{"cpu": "6", "memory": "12Gi", "pods": "220"},
 		},
 		"unforwarded pods are subtracted, forwarded and finished pods are not": {
-			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110")},
+			nodes: []*corev1.Node{builder.Node("a").Labels(linuxAMD64).CPU("4").Memory("8Gi").Pods("110").Ready().Obj()},
 			pods: []*corev1.Pod{
-				mkPod("local", "a", "500m", "1Gi", false, corev1.PodRunning),
-				mkPod("forwarded", "a", "1", "1Gi", true, corev1.PodRunning),
-				mkPod("done", "a", "1", "1Gi", false, corev1.PodSucceeded),
-				mkPod("on-cordoned-node", "x", "1", "1Gi", false, corev1.PodRunning),
-				mkPod("unscheduled", "", "1", "1Gi", false, corev1.PodPending),
+				builder.Pod("local").Node("a").CPU("500m").Memory("1Gi").Phase(corev1.PodRunning).Obj(),
+				builder.Pod("forwarded").Node("a").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj(),
+				builder.Pod("done").Node("a").CPU("1").Memory("1Gi").Phase(corev1.PodSucceeded).Obj(),
+				builder.Pod("on-cordoned-node").Node("x").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj(),
+				builder.Pod("unscheduled").CPU("1").Memory("1Gi").Phase(corev1.PodPending).Obj(),
 			},
 			want: map[corev1.ResourceName]string{"cpu": "3500m", "memory": "7Gi", "pods": "109"},
 		},
 		"pods another installation forwarded count against us": {
-			nodes: []*corev1.Node{mkNode("a", "4", "8Gi", "110")},
-			pods: []*corev1.Pod{func() *corev1.Pod {
-				p := mkPod("theirs", "a", "1", "1Gi", true, corev1.PodRunning)
-				p.Labels[wellknown.InstallationLabel] = "other-host"
-				return p
-			}()},
+			nodes: []*corev1.Node{builder.Node("a").Labels(linuxAMD64).CPU("4").Memory("8Gi").Pods("110").Ready().Obj()},
+			pods: []*corev1.Pod{
+				builder.Pod("theirs").Node("a").CPU("1").Memory("1Gi").Labels(forwarded).Label(wellknown.InstallationLabel, "other-host").Phase(corev1.PodRunning).Obj(),
+			},
 			want: map[corev1.ResourceName]string{"cpu": "3", "memory": "7Gi", "pods": "109"},
 		},
 		"partition selector": {
-			nodes:    []*corev1.Node{mkNode("a", "4", "8Gi", "110", label("location", "beijing")), mkNode("b", "2", "4Gi", "110", label("location", "hangzhou"))},
+			nodes: []*corev1.Node{
+				builder.Node("a").Labels(linuxAMD64).Label("location", "beijing").CPU("4").Memory("8Gi").Pods("110").Ready().Obj(),
+				builder.Node("b").Labels(linuxAMD64).Label("location", "hangzhou").CPU("2").Memory("4Gi").Pods("110").Ready().Obj(),
+			},
 			selector: labels.SelectorFromSet(labels.Set{"location": "beijing"}),
 			want:     map[corev1.ResourceName]string{"cpu": "4", "memory": "8Gi", "pods": "110"},
 		},
 		"never below zero": {
-			nodes: []*corev1.Node{mkNode("a", "1", "1Gi", "1")},
-			pods:  []*corev1.Pod{mkPod("p1", "a", "2", "2Gi", false, corev1.PodRunning), mkPod("p2", "a", "0", "0", false, corev1.PodRunning)},
-			want:  map[corev1.ResourceName]string{"cpu": "0", "memory": "0", "pods": "0"},
+			nodes: []*corev1.Node{builder.Node("a").Labels(linuxAMD64).CPU("1").Memory("1Gi").Pods("1").Ready().Obj()},
+			pods: []*corev1.Pod{
+				builder.Pod("p1").Node("a").CPU("2").Memory("2Gi").Phase(corev1.PodRunning).Obj(),
+				builder.Pod("p2").Node("a").CPU("0").Memory("0").Phase(corev1.PodRunning).Obj(),
+			},
+			want: map[corev1.ResourceName]string{"cpu": "0", "memory": "0", "pods": "0"},
 		},
 		"no eligible nodes": {
-			nodes: []*corev1.Node{mkNode("a", "1", "1Gi", "1", notReady)},
+			nodes: []*corev1.Node{builder.Node("a").Labels(linuxAMD64).CPU("1").Memory("1Gi").Pods("1").NotReady().Obj()},
 			want:  map[corev1.ResourceName]string{},
 		},
 	}
@@ -120,7 +99,10 @@ func TestBuild(t *testing.T) {
 	cfg := Config{Name: "beijing", InternalIP: "10.250.1.1", KubeletPort: 10250, KubeletVersion: "v1.35.4", Provider: "onprem",
 		Labels: map[string]string{"team": "edge", wellknown.ClusterLabel: "spoofed"}}
 	snap := Snapshot{
-		Nodes:     []*corev1.Node{mkNode("a", "4", "8Gi", "110", label("topology.kubernetes.io/zone", "z1")), mkNode("b", "4", "8Gi", "110", label("topology.kubernetes.io/zone", "z2"))},
+		Nodes: []*corev1.Node{
+			builder.Node("a").Labels(linuxAMD64).Label("topology.kubernetes.io/zone", "z1").CPU("4").Memory("8Gi").Pods("110").Ready().Obj(),
+			builder.Node("b").Labels(linuxAMD64).Label("topology.kubernetes.io/zone", "z2").CPU("4").Memory("8Gi").Pods("110").Ready().Obj(),
+		},
 		Reachable: true,
 	}
 	t0 := time.Unix(1000, 0)
@@ -151,7 +133,7 @@ func TestBuild(t *testing.T) {
 	t1 := t0.Add(time.Minute)
 	down := Build(cfg, Snapshot{Nodes: snap.Nodes, Reachable: false, Message: "connection refused"}, n, t1)
 	r := down.Status.Conditions[0]
-	if r.Status != corev1.ConditionFalse || r.Reason != ReasonMemberUnreachable || !r.LastTransitionTime.Time.Equal(t1) {
+	if r.Status != corev1.ConditionFalse || r.Reason != wellknown.ReasonMemberUnreachable || !r.LastTransitionTime.Time.Equal(t1) {
 		t.Errorf("ready after outage = %+v", r)
 	}
 	// Pressure conditions did not change, so their transition time is kept.
@@ -173,13 +155,13 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 	cfg := Config{Name: "beijing", Installation: "host-1", Selector: labels.SelectorFromSet(labels.Set{"location": "beijing"})}
 	snap := Snapshot{
 		Nodes: []*corev1.Node{
-			mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing")),
-			mkNode("bj-2", "32", "64Gi", "110", label("location", "beijing")),
-			mkNode("hz-1", "64", "64Gi", "110", label("location", "hangzhou")),
+			builder.Node("bj-1").Labels(linuxAMD64).Label("location", "beijing").CPU("32").Memory("64Gi").Pods("110").Ready().Obj(),
+			builder.Node("bj-2").Labels(linuxAMD64).Label("location", "beijing").CPU("32").Memory("64Gi").Pods("110").Ready().Obj(),
+			builder.Node("hz-1").Labels(linuxAMD64).Label("location", "hangzhou").CPU("64").Memory("64Gi").Pods("110").Ready().Obj(),
 		},
 		Pods: []*corev1.Pod{
-			mkPod("mine", "bj-1", "20", "1Gi", true, corev1.PodRunning),
-			mkPod("theirs", "bj-2", "20", "1Gi", false, corev1.PodRunning),
+			builder.Pod("mine").Node("bj-1").CPU("20").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj(),
+			builder.Pod("theirs").Node("bj-2").CPU("20").Memory("1Gi").Phase(corev1.PodRunning).Obj(),
 		},
 		Reachable: true,
 	}
@@ -194,7 +176,7 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 	if got := c.Model.Groups[0].Largest[0]; got != 12000 {
 		t.Errorf("largest free cpu on a beijing node = %dm, want 12000m (the hangzhou node is not in this slice)", got)
 	}
-	if v := c.Check(fit.DemandOf(mkPod("big", "", "20", "1Gi", false, ""))); v.Fits {
+	if v := c.Check(fit.DemandOf(builder.Pod("big").CPU("20").Memory("1Gi").Obj())); v.Fits {
 		t.Errorf("a 20-cpu pod fits a slice whose nodes have 12 free each: %+v", v)
 	}
 	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("44")) != 0 {
@@ -202,7 +184,7 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 	}
 	// Another forwarded pod bound leaves the sum alone but not the
 	// nodes: the node must be published again.
-	snap.Pods = append(snap.Pods, mkPod("mine-2", "bj-2", "4", "1Gi", true, corev1.PodRunning))
+	snap.Pods = append(snap.Pods, builder.Pod("mine-2").Node("bj-2").CPU("4").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj())
 	again := Build(cfg, snap, n, time.Now())
 	if !equality.Semantic.DeepEqual(again.Status.Allocatable, n.Status.Allocatable) {
 		t.Fatal("a forwarded pod changed the sum")

@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -71,8 +72,8 @@ func newTestSource(t *testing.T, selector labels.Selector, health HealthChecker,
 }
 
 func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
-	bj := mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"))
-	hz := mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou"))
+	bj := builder.Node("bj-1").Labels(linuxAMD64).Label("location", "beijing").CPU("32").Memory("64Gi").Pods("110").Ready().Obj()
+	hz := builder.Node("hz-1").Labels(linuxAMD64).Label("location", "hangzhou").CPU("32").Memory("64Gi").Pods("110").Ready().Obj()
 	p, _ := newTestSource(t, labels.SelectorFromSet(labels.Set{"location": "beijing"}), &switchableHealth{}, bj, hz)
 
 	nodes := map[string]struct {
@@ -80,7 +81,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 		want bool
 	}{
 		"a node of the slice":                  {bj, true},
-		"a node of the slice, turned NotReady": {mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing"), notReady), true},
+		"a node of the slice, turned NotReady": {builder.Node("bj-1").Labels(linuxAMD64).Label("location", "beijing").CPU("32").Memory("64Gi").Pods("110").NotReady().Obj(), true},
 		"a node of another slice":              {hz, false},
 	}
 	for name, tc := range nodes {
@@ -92,18 +93,17 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 		t.Error("a deleted node of the slice must matter")
 	}
 
-	otherPartition := mkPod("q", "bj-1", "1", "1Gi", true, corev1.PodRunning)
-	otherPartition.Labels[wellknown.ClusterLabel] = "hangzhou"
+	otherPartition := builder.Pod("q").Node("bj-1").CPU("1").Memory("1Gi").Labels(forwarded).Label(wellknown.ClusterLabel, "hangzhou").Phase(corev1.PodRunning).Obj()
 	pods := map[string]struct {
 		pod  *corev1.Pod
 		want bool
 	}{
-		"the member's own pod on a node of the slice":      {mkPod("a", "bj-1", "1", "1Gi", false, corev1.PodRunning), true},
-		"a pod this virtual node forwarded":                {mkPod("b", "bj-1", "1", "1Gi", true, corev1.PodRunning), true},
+		"the member's own pod on a node of the slice":      {builder.Pod("a").Node("bj-1").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj(), true},
+		"a pod this virtual node forwarded":                {builder.Pod("b").Node("bj-1").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj(), true},
 		"a pod another partition forwarded onto the slice": {otherPartition, true},
-		"a pod on a node of another slice":                 {mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning), false},
-		"a pod not bound yet":                              {mkPod("d", "", "1", "1Gi", false, corev1.PodPending), false},
-		"a pod on a node not known yet":                    {mkPod("e", "bj-9", "1", "1Gi", false, corev1.PodRunning), false},
+		"a pod on a node of another slice":                 {builder.Pod("c").Node("hz-1").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj(), false},
+		"a pod not bound yet":                              {builder.Pod("d").CPU("1").Memory("1Gi").Phase(corev1.PodPending).Obj(), false},
+		"a pod on a node not known yet":                    {builder.Pod("e").Node("bj-9").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj(), false},
 	}
 	for name, tc := range pods {
 		if got := p.podMatters(tc.pod); got != tc.want {
@@ -113,11 +113,11 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 
 	// Of the pods it forwarded, only binding and finishing change the
 	// node; the member's own pods change it with every update.
-	pending := mkPod("f", "", "1", "1Gi", true, corev1.PodPending)
-	bound := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodPending)
-	running := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodRunning)
-	done := mkPod("f", "bj-1", "1", "1Gi", true, corev1.PodSucceeded)
-	own := mkPod("g", "bj-1", "1", "1Gi", false, corev1.PodRunning)
+	pending := builder.Pod("f").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodPending).Obj()
+	bound := builder.Pod("f").Node("bj-1").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodPending).Obj()
+	running := builder.Pod("f").Node("bj-1").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj()
+	done := builder.Pod("f").Node("bj-1").CPU("1").Memory("1Gi").Labels(forwarded).Phase(corev1.PodSucceeded).Obj()
+	own := builder.Pod("g").Node("bj-1").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj()
 	for name, tc := range map[string]struct {
 		old, cur *corev1.Pod
 		want     bool
@@ -134,7 +134,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 	}
 
 	whole, _ := newTestSource(t, nil, &switchableHealth{}, hz)
-	if !whole.nodeMatters(hz) || !whole.podMatters(mkPod("c", "hz-1", "1", "1Gi", false, corev1.PodRunning)) {
+	if !whole.nodeMatters(hz) || !whole.podMatters(builder.Pod("c").Node("hz-1").CPU("1").Memory("1Gi").Phase(corev1.PodRunning).Obj()) {
 		t.Error("without a selector every node and every bound pod not forwarded matters")
 	}
 }
@@ -144,7 +144,7 @@ func TestOnlyChangesOfItsSliceMatter(t *testing.T) {
 // while NotReady, Ready again.
 func TestHealthTransitionsArePublished(t *testing.T) {
 	health := &switchableHealth{}
-	p, clk := newTestSource(t, nil, health, mkNode("n1", "32", "64Gi", "110"))
+	p, clk := newTestSource(t, nil, health, builder.Node("n1").Labels(linuxAMD64).CPU("32").Memory("64Gi").Pods("110").Ready().Obj())
 	published := make(chan *corev1.Node, 100)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -273,18 +273,18 @@ func TestKubeletAPIProbe(t *testing.T) {
 
 	expect := func(what string, status corev1.ConditionStatus, message string) {
 		t.Helper()
-		awaitNode(t, clk, published, fmt.Sprintf("%s: %s=%s with message %q", what, KubeletAPIUnreachable, status, message), func(n *corev1.Node) bool {
+		awaitNode(t, clk, published, fmt.Sprintf("%s: %s=%s with message %q", what, wellknown.NodeKubeletAPIUnreachable, status, message), func(n *corev1.Node) bool {
 			var api, ready *corev1.NodeCondition
 			for i, c := range n.Status.Conditions {
 				switch c.Type {
-				case KubeletAPIUnreachable:
+				case wellknown.NodeKubeletAPIUnreachable:
 					api = &n.Status.Conditions[i]
 				case corev1.NodeReady:
 					ready = &n.Status.Conditions[i]
 				}
 			}
 			if api == nil {
-				t.Fatalf("%s: no %s condition in %v", what, KubeletAPIUnreachable, n.Status.Conditions)
+				t.Fatalf("%s: no %s condition in %v", what, wellknown.NodeKubeletAPIUnreachable, n.Status.Conditions)
 			}
 			if ready == nil || ready.Status != corev1.ConditionTrue {
 				t.Fatalf("%s: Ready is %v, want True throughout", what, ready)
@@ -329,8 +329,8 @@ func TestPartitionsShareTheMemberPods(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewClientset(
-		mkNode("bj-1", "32", "64Gi", "110", label("location", "beijing")),
-		mkNode("hz-1", "32", "64Gi", "110", label("location", "hangzhou")))
+		builder.Node("bj-1").Labels(linuxAMD64).Label("location", "beijing").CPU("32").Memory("64Gi").Pods("110").Ready().Obj(),
+		builder.Node("hz-1").Labels(linuxAMD64).Label("location", "hangzhou").CPU("32").Memory("64Gi").Pods("110").Ready().Obj())
 	f := kube.NewFactory(client)
 	pods, err := NewMemberPods(f)
 	if err != nil {
@@ -382,10 +382,10 @@ func TestPartitionsShareTheMemberPods(t *testing.T) {
 		}
 	}
 	expect("no pods", "32", 32000)
-	own := mkPod("own", "bj-1", "2", "1Gi", false, corev1.PodRunning)
+	own := builder.Pod("own").Node("bj-1").CPU("2").Memory("1Gi").Phase(corev1.PodRunning).Obj()
 	create(own)
 	expect("the member's own pod", "30", 30000)
-	create(mkPod("forwarded", "bj-1", "4", "1Gi", true, corev1.PodRunning))
+	create(builder.Pod("forwarded").Node("bj-1").CPU("4").Memory("1Gi").Labels(forwarded).Phase(corev1.PodRunning).Obj())
 	expect("a forwarded pod", "30", 26000)
 	own.Status.Phase = corev1.PodSucceeded
 	if _, err := client.CoreV1().Pods("default").UpdateStatus(ctx, own, metav1.UpdateOptions{}); err != nil {
@@ -413,10 +413,8 @@ func TestPartitionsShareTheMemberPods(t *testing.T) {
 func TestMemberPodsMadeAgainUnderTheirName(t *testing.T) {
 	m := &MemberPods{usage: fit.NewUsage(ownerKey)}
 	h := m.handler()
-	old := mkPod("db-0", "bj-1", "4", "1Gi", false, corev1.PodRunning)
-	old.UID = "first"
-	again := mkPod("db-0", "bj-2", "2", "1Gi", false, corev1.PodRunning)
-	again.UID = "second"
+	old := builder.Pod("db-0").UID("first").Node("bj-1").CPU("4").Memory("1Gi").Phase(corev1.PodRunning).Obj()
+	again := builder.Pod("db-0").UID("second").Node("bj-2").CPU("2").Memory("1Gi").Phase(corev1.PodRunning).Obj()
 	h.OnAdd(old, false)
 	h.OnUpdate(old, again)
 	if all, _ := m.usage.Of("bj-1", ""); len(all) != 0 {

@@ -9,82 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
-
-// mnode is a member node with cpu cores, memory GiB and 110 pods.
-func mnode(name string, cpu, memGi int64, labels map[string]string, extra ...any) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.HostnameLabel: name}}}
-	for k, v := range labels {
-		n.Labels[k] = v
-	}
-	n.Status.Allocatable = corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(memGi<<30, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(110, resource.DecimalSI),
-	}
-	for _, e := range extra {
-		switch e := e.(type) {
-		case corev1.Taint:
-			n.Spec.Taints = append(n.Spec.Taints, e)
-		case corev1.ResourceList:
-			for k, v := range e {
-				n.Status.Allocatable[k] = v
-			}
-		}
-	}
-	return n
-}
-
-// using is a pod bound to node that requests cpu and memory.
-func using(node, cpu, mem string) *corev1.Pod {
-	p := &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c"}}}}
-	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{}
-	if cpu != "" {
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
-	}
-	if mem != "" {
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory] = resource.MustParse(mem)
-	}
-	return p
-}
-
-type podOpt func(*corev1.Pod)
-
-func wants(name corev1.ResourceName, q string) podOpt {
-	return func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests[name] = resource.MustParse(q) }
-}
-
-func selects(k, v string) podOpt {
-	return func(p *corev1.Pod) {
-		if p.Spec.NodeSelector == nil {
-			p.Spec.NodeSelector = map[string]string{}
-		}
-		p.Spec.NodeSelector[k] = v
-	}
-}
-
-func requires(exprs ...corev1.NodeSelectorRequirement) podOpt {
-	return func(p *corev1.Pod) {
-		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: exprs}},
-		}}}
-	}
-}
-
-func tolerates(key string) podOpt {
-	return func(p *corev1.Pod) {
-		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists})
-	}
-}
-
-func pod(opts ...podOpt) *corev1.Pod {
-	p := using("", "", "")
-	for _, o := range opts {
-		o(p)
-	}
-	return p
-}
 
 var gpu = corev1.ResourceName("nvidia.com/gpu")
 
@@ -100,13 +27,26 @@ func cluster(t *testing.T, nodes []*corev1.Node, pods []*corev1.Pod, grow []Node
 }
 
 func TestCheck(t *testing.T) {
-	two32 := []*corev1.Node{mnode("a", 32, 128, nil), mnode("b", 32, 128, nil)}
-	fragmented := []*corev1.Pod{using("a", "20", "1Gi"), using("b", "20", "1Gi")}
-	gpuNode := mnode("g", 8, 64, map[string]string{"nvidia.com/gpu.product": "A100"}, corev1.ResourceList{gpu: resource.MustParse("2")})
-	ssd := []*corev1.Node{mnode("a", 8, 32, map[string]string{"disk": "ssd"}), mnode("b", 8, 32, map[string]string{"disk": "hdd"}), mnode("c", 8, 32, nil)}
-	tainted := []*corev1.Node{mnode("a", 8, 32, nil, corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule})}
-	soft := []*corev1.Node{mnode("a", 8, 32, nil, corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule})}
-	lopsided := []*corev1.Node{mnode("a", 10, 1, nil), mnode("b", 1, 10, nil)}
+	two32 := []*corev1.Node{
+		builder.Node("a").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+		builder.Node("b").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+	}
+	fragmented := []*corev1.Pod{
+		builder.Pod("").Node("a").CPU("20").Memory("1Gi").Obj(),
+		builder.Pod("").Node("b").CPU("20").Memory("1Gi").Obj(),
+	}
+	gpuNode := builder.Node("g").Hostname().Label("nvidia.com/gpu.product", "A100").CPU("8").Memory("64Gi").Pods("110").Allocatable(gpu, "2").Obj()
+	ssd := []*corev1.Node{
+		builder.Node("a").Hostname().Label("disk", "ssd").CPU("8").Memory("32Gi").Pods("110").Obj(),
+		builder.Node("b").Hostname().Label("disk", "hdd").CPU("8").Memory("32Gi").Pods("110").Obj(),
+		builder.Node("c").Hostname().CPU("8").Memory("32Gi").Pods("110").Obj(),
+	}
+	tainted := []*corev1.Node{builder.Node("a").Hostname().CPU("8").Memory("32Gi").Pods("110").Taint("dedicated", "ml", corev1.TaintEffectNoSchedule).Obj()}
+	soft := []*corev1.Node{builder.Node("a").Hostname().CPU("8").Memory("32Gi").Pods("110").Taint("soft", "", corev1.TaintEffectPreferNoSchedule).Obj()}
+	lopsided := []*corev1.Node{
+		builder.Node("a").Hostname().CPU("10").Memory("1Gi").Pods("110").Obj(),
+		builder.Node("b").Hostname().CPU("1").Memory("10Gi").Pods("110").Obj(),
+	}
 
 	for name, tc := range map[string]struct {
 		nodes  []*corev1.Node
@@ -115,41 +55,38 @@ func TestCheck(t *testing.T) {
 		fits   bool
 		reason string
 	}{
-		"fragmented: the sum has 24 cpu, no node 20": {two32, fragmented, pod(wants(corev1.ResourceCPU, "20")), false, "no node with 20 cpu free (largest 12)"},
-		"fragmented: 12 cpu fits one node":           {two32, fragmented, pod(wants(corev1.ResourceCPU, "12")), true, ""},
-		"finished pods free their node": {two32, []*corev1.Pod{func() *corev1.Pod {
-			p := using("a", "30", "")
-			p.Status.Phase = corev1.PodSucceeded
-			return p
-		}()}, pod(wants(corev1.ResourceCPU, "32")), true, ""},
-		"pods bound elsewhere do not count":   {two32, []*corev1.Pod{using("other", "32", "")}, pod(wants(corev1.ResourceCPU, "32")), true, ""},
-		"a GPU one node has":                  {append(two32, gpuNode), nil, pod(wants(gpu, "1")), true, ""},
-		"a GPU model one node has":            {append(two32, gpuNode), nil, pod(wants(gpu, "1"), selects("nvidia.com/gpu.product", "A100")), true, ""},
-		"two GPUs of two":                     {append(two32, gpuNode), nil, pod(wants(gpu, "2")), true, ""},
-		"three GPUs of two":                   {append(two32, gpuNode), nil, pod(wants(gpu, "3")), false, "no node with 3 nvidia.com/gpu free (largest 2)"},
-		"no node has the resource":            {two32, nil, pod(wants(gpu, "1")), false, "no node has nvidia.com/gpu"},
-		"memory":                              {two32, nil, pod(wants(corev1.ResourceMemory, "200Gi")), false, "no node with 200Gi memory free (largest 128Gi)"},
-		"disk=ssd on one node":                {ssd, nil, pod(selects("disk", "ssd")), true, ""},
-		"disk=nvme on none":                   {ssd, nil, pod(selects("disk", "nvme")), false, "no node matches disk=nvme"},
-		"In":                                  {ssd, nil, pod(requires(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"nvme", "ssd"}})), true, ""},
-		"NotIn with every value excluded":     {ssd[:2], nil, pod(requires(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"hdd", "ssd"}})), false, "no node matches disk NotIn [hdd,ssd]"},
-		"DoesNotExist matches the plain node": {ssd, nil, pod(requires(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpDoesNotExist})), true, ""},
-		"Exists":                              {ssd[2:], nil, pod(requires(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpExists})), false, "no node matches disk Exists"},
-		"Gt on a numeric label": {[]*corev1.Node{mnode("a", 8, 32, map[string]string{"cores": "8"})}, nil,
-			pod(requires(corev1.NodeSelectorRequirement{Key: "cores", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}})), true, ""},
-		"Lt on a numeric label": {[]*corev1.Node{mnode("a", 8, 32, map[string]string{"cores": "8"})}, nil,
-			pod(requires(corev1.NodeSelectorRequirement{Key: "cores", Operator: corev1.NodeSelectorOpLt, Values: []string{"4"}})), false, "no node matches cores Lt [4]"},
-		"the virtual node's labels count on every node": {ssd, nil, pod(selects("region", "north"), selects("disk", "ssd")), true, ""},
-		"a selector only the host can see":              {ssd, nil, pod(selects(wellknown.ClusterLabel, "hangzhou")), false, "no node matches the pod's node affinity"},
-		"a hostname is not published":                   {ssd, nil, pod(selects(wellknown.HostnameLabel, "a")), false, "no node matches kubernetes.io/hostname=a"},
-		"an untolerated taint":                          {tainted, nil, pod(), false, "no node tolerates taint dedicated=ml:NoSchedule"},
-		"a tolerated taint":                             {tainted, nil, pod(tolerates("dedicated")), true, ""},
-		"PreferNoSchedule does not keep pods off":       {soft, nil, pod(), true, ""},
-		"each resource fits a node, not both at once": {lopsided, nil, pod(wants(corev1.ResourceCPU, "5"), wants(corev1.ResourceMemory, "5Gi")), false,
+		"fragmented: the sum has 24 cpu, no node 20": {two32, fragmented, builder.Pod("").CPU("20").Obj(), false, "no node with 20 cpu free (largest 12)"},
+		"fragmented: 12 cpu fits one node":           {two32, fragmented, builder.Pod("").CPU("12").Obj(), true, ""},
+		"finished pods free their node": {two32, []*corev1.Pod{builder.Pod("").Node("a").CPU("30").Phase(corev1.PodSucceeded).Obj()},
+			builder.Pod("").CPU("32").Obj(), true, ""},
+		"pods bound elsewhere do not count":   {two32, []*corev1.Pod{builder.Pod("").Node("other").CPU("32").Obj()}, builder.Pod("").CPU("32").Obj(), true, ""},
+		"a GPU one node has":                  {append(two32, gpuNode), nil, builder.Pod("").Request(gpu, "1").Obj(), true, ""},
+		"a GPU model one node has":            {append(two32, gpuNode), nil, builder.Pod("").Request(gpu, "1").NodeSelector("nvidia.com/gpu.product", "A100").Obj(), true, ""},
+		"two GPUs of two":                     {append(two32, gpuNode), nil, builder.Pod("").Request(gpu, "2").Obj(), true, ""},
+		"three GPUs of two":                   {append(two32, gpuNode), nil, builder.Pod("").Request(gpu, "3").Obj(), false, "no node with 3 nvidia.com/gpu free (largest 2)"},
+		"no node has the resource":            {two32, nil, builder.Pod("").Request(gpu, "1").Obj(), false, "no node has nvidia.com/gpu"},
+		"memory":                              {two32, nil, builder.Pod("").Memory("200Gi").Obj(), false, "no node with 200Gi memory free (largest 128Gi)"},
+		"disk=ssd on one node":                {ssd, nil, builder.Pod("").Container("c").NodeSelector("disk", "ssd").Obj(), true, ""},
+		"disk=nvme on none":                   {ssd, nil, builder.Pod("").Container("c").NodeSelector("disk", "nvme").Obj(), false, "no node matches disk=nvme"},
+		"In":                                  {ssd, nil, builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"nvme", "ssd"}}).Obj(), true, ""},
+		"NotIn with every value excluded":     {ssd[:2], nil, builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"hdd", "ssd"}}).Obj(), false, "no node matches disk NotIn [hdd,ssd]"},
+		"DoesNotExist matches the plain node": {ssd, nil, builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpDoesNotExist}).Obj(), true, ""},
+		"Exists":                              {ssd[2:], nil, builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "disk", Operator: corev1.NodeSelectorOpExists}).Obj(), false, "no node matches disk Exists"},
+		"Gt on a numeric label": {[]*corev1.Node{builder.Node("a").Hostname().Label("cores", "8").CPU("8").Memory("32Gi").Pods("110").Obj()}, nil,
+			builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "cores", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}}).Obj(), true, ""},
+		"Lt on a numeric label": {[]*corev1.Node{builder.Node("a").Hostname().Label("cores", "8").CPU("8").Memory("32Gi").Pods("110").Obj()}, nil,
+			builder.Pod("").Container("c").RequiredNodeAffinity(corev1.NodeSelectorRequirement{Key: "cores", Operator: corev1.NodeSelectorOpLt, Values: []string{"4"}}).Obj(), false, "no node matches cores Lt [4]"},
+		"the virtual node's labels count on every node": {ssd, nil, builder.Pod("").Container("c").NodeSelector("region", "north").NodeSelector("disk", "ssd").Obj(), true, ""},
+		"a selector only the host can see":              {ssd, nil, builder.Pod("").Container("c").NodeSelector(wellknown.ClusterLabel, "hangzhou").Obj(), false, "no node matches the pod's node affinity"},
+		"a hostname is not published":                   {ssd, nil, builder.Pod("").Container("c").NodeSelector(wellknown.HostnameLabel, "a").Obj(), false, "no node matches kubernetes.io/hostname=a"},
+		"an untolerated taint":                          {tainted, nil, builder.Pod("").Container("c").Obj(), false, "no node tolerates taint dedicated=ml:NoSchedule"},
+		"a tolerated taint":                             {tainted, nil, builder.Pod("").Container("c").Tolerate("dedicated").Obj(), true, ""},
+		"PreferNoSchedule does not keep pods off":       {soft, nil, builder.Pod("").Container("c").Obj(), true, ""},
+		"each resource fits a node, not both at once": {lopsided, nil, builder.Pod("").CPU("5").Memory("5Gi").Obj(), false,
 			"no node with 5 cpu and 5Gi memory free at once"},
-		"no room for another pod": {[]*corev1.Node{mnode("a", 8, 32, nil, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")})},
-			[]*corev1.Pod{using("a", "", "")}, pod(), false, "no node with room for another pod"},
-		"no nodes at all": {nil, nil, pod(), false, "no node matches the pod's node affinity"},
+		"no room for another pod": {[]*corev1.Node{builder.Node("a").Hostname().CPU("8").Memory("32Gi").Pods("1").Obj()},
+			[]*corev1.Pod{builder.Pod("").Node("a").Container("c").Obj()}, builder.Pod("").Container("c").Obj(), false, "no node with room for another pod"},
+		"no nodes at all": {nil, nil, builder.Pod("").Container("c").Obj(), false, "no node matches the pod's node affinity"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := cluster(t, tc.nodes, tc.pods, nil).Check(DemandOf(tc.pod))
@@ -165,10 +102,10 @@ func TestWithoutModelTheHostDecides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := c.Check(DemandOf(pod(wants(corev1.ResourceCPU, "1000")))); !v.Fits || v.Known {
+	if v := c.Check(DemandOf(builder.Pod("").CPU("1000").Obj())); !v.Fits || v.Known {
 		t.Errorf("a cluster without a model: %+v, want an unknown fit", v)
 	}
-	if _, known := c.Replicas(DemandOf(pod())); known {
+	if _, known := c.Replicas(DemandOf(builder.Pod("").Container("c").Obj())); known {
 		t.Error("a cluster without a model counted replicas")
 	}
 	if _, err := NewCluster(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "bad", Annotations: map[string]string{wellknown.FitModelAnnotation: `{"resources":["cpu"],"groups":[{"free":[],"largest":[1,2]}]}`}}}); err == nil {
@@ -179,36 +116,42 @@ func TestWithoutModelTheHostDecides(t *testing.T) {
 func TestReplicas(t *testing.T) {
 	var ten []*corev1.Node
 	for i := range 10 {
-		ten = append(ten, mnode(fmt.Sprint("n", i), 4, 16, nil))
+		ten = append(ten, builder.Node(fmt.Sprint("n", i)).Hostname().CPU("4").Memory("16Gi").Pods("110").Obj())
 	}
 	c := cluster(t, ten, nil, nil)
 	for cpu, want := range map[string]int64{"6": 0, "4": 10, "2": 20, "1500m": 20} {
-		if got, _ := c.Replicas(DemandOf(pod(wants(corev1.ResourceCPU, cpu)))); got != want {
+		if got, _ := c.Replicas(DemandOf(builder.Pod("").CPU(cpu).Obj())); got != want {
 			t.Errorf("ten 4-cpu nodes hold %d replicas of %s cpu, want %d", got, cpu, want)
 		}
 	}
 	// The sum would say 40 cpu: 6 replicas of 6 cpu. It holds none.
-	c = cluster(t, []*corev1.Node{mnode("a", 32, 128, nil), mnode("b", 32, 128, nil)}, []*corev1.Pod{using("a", "20", ""), using("b", "20", "")}, nil)
-	if got, _ := c.Replicas(DemandOf(pod(wants(corev1.ResourceCPU, "6")))); got != 4 {
+	c = cluster(t, []*corev1.Node{
+		builder.Node("a").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+		builder.Node("b").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+	}, []*corev1.Pod{builder.Pod("").Node("a").CPU("20").Obj(), builder.Pod("").Node("b").CPU("20").Obj()}, nil)
+	if got, _ := c.Replicas(DemandOf(builder.Pod("").CPU("6").Obj())); got != 4 {
 		t.Errorf("two nodes with 12 cpu free hold %d replicas of 6 cpu, want 4", got)
 	}
-	if got, _ := c.Replicas(DemandOf(pod(wants(gpu, "1")))); got != 0 {
+	if got, _ := c.Replicas(DemandOf(builder.Pod("").Request(gpu, "1").Obj())); got != 0 {
 		t.Errorf("%d replicas of a GPU pod without GPUs", got)
 	}
 }
 
 func TestCanGrow(t *testing.T) {
-	nodes := []*corev1.Node{mnode("small", 4, 16, nil), mnode("big", 16, 64, nil)}
-	full := []*corev1.Pod{using("small", "4", ""), using("big", "16", "")}
+	nodes := []*corev1.Node{
+		builder.Node("small").Hostname().CPU("4").Memory("16Gi").Pods("110").Obj(),
+		builder.Node("big").Hostname().CPU("16").Memory("64Gi").Pods("110").Obj(),
+	}
+	full := []*corev1.Pod{builder.Pod("").Node("small").CPU("4").Obj(), builder.Pod("").Node("big").CPU("16").Obj()}
 	c := cluster(t, nodes, full, []NodeShape{})
-	d := DemandOf(pod(wants(corev1.ResourceCPU, "10")))
+	d := DemandOf(builder.Pod("").CPU("10").Obj())
 	if v := c.Check(d); v.Fits {
 		t.Fatal("a full cluster fits")
 	}
 	if !c.CanGrow(d) {
 		t.Error("a 10-cpu pod cannot grow a cluster whose largest node has 16")
 	}
-	if c.CanGrow(DemandOf(pod(wants(corev1.ResourceCPU, "20")))) {
+	if c.CanGrow(DemandOf(builder.Pod("").CPU("20").Obj())) {
 		t.Error("a 20-cpu pod grows a cluster whose largest node has 16")
 	}
 	if cluster(t, nodes, full, nil).CanGrow(d) {
@@ -217,10 +160,10 @@ func TestCanGrow(t *testing.T) {
 	shapes := []NodeShape{{Labels: map[string]string{"pool": "gpu"}, Taints: []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}},
 		Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), gpu: resource.MustParse("4")}}}
 	c = cluster(t, nodes, full, shapes)
-	if c.CanGrow(DemandOf(pod(wants(gpu, "1")))) {
+	if c.CanGrow(DemandOf(builder.Pod("").Request(gpu, "1").Obj())) {
 		t.Error("a GPU pod that does not tolerate the GPU pool's taint grows it")
 	}
-	if !c.CanGrow(DemandOf(pod(wants(gpu, "1"), tolerates("gpu"), selects("pool", "gpu")))) {
+	if !c.CanGrow(DemandOf(builder.Pod("").Request(gpu, "1").Tolerate("gpu").NodeSelector("pool", "gpu").Obj())) {
 		t.Error("a GPU pod cannot grow a GPU pool")
 	}
 }
@@ -235,14 +178,14 @@ func TestLargeClusterModelStaysSmall(t *testing.T) {
 	for i := range 1000 {
 		zone := fmt.Sprint("zone-", i%3)
 		labels := map[string]string{corev1.LabelTopologyZone: zone, "instance-id": fmt.Sprint("i-", i), corev1.LabelInstanceTypeStable: "m5.8xlarge"}
-		var extra []any
+		n := builder.Node(fmt.Sprint("node-", i)).Hostname().CPU("32").Memory("128Gi").Pods("110")
 		if i%10 == 0 {
 			labels[corev1.LabelInstanceTypeStable] = "p4d"
-			extra = append(extra, corev1.ResourceList{gpu: resource.MustParse("8")})
+			n.Allocatable(gpu, "8")
 		}
-		nodes = append(nodes, mnode(fmt.Sprint("node-", i), 32, 128, labels, extra...))
+		nodes = append(nodes, n.Labels(labels).Obj())
 		for range r.IntN(20) {
-			pods = append(pods, using(fmt.Sprint("node-", i), fmt.Sprintf("%dm", 100+r.IntN(2000)), fmt.Sprintf("%dMi", 64+r.IntN(4096))))
+			pods = append(pods, builder.Pod("").Node(fmt.Sprint("node-", i)).CPU(fmt.Sprintf("%dm", 100+r.IntN(2000))).Memory(fmt.Sprintf("%dMi", 64+r.IntN(4096))).Obj())
 		}
 	}
 	m := Build(nodes, pods, nil)
@@ -286,7 +229,7 @@ func TestTooManyGroups(t *testing.T) {
 	// Labels: the most varied key goes first, so the groups fit.
 	var nodes []*corev1.Node
 	for i := range 2 * MaxGroups {
-		nodes = append(nodes, mnode(fmt.Sprint("n", i), 4, 16, map[string]string{"rack": fmt.Sprint(i), "pool": fmt.Sprint(i % 2)}))
+		nodes = append(nodes, builder.Node(fmt.Sprint("n", i)).Hostname().Labels(map[string]string{"rack": fmt.Sprint(i), "pool": fmt.Sprint(i % 2)}).CPU("4").Memory("16Gi").Pods("110").Obj())
 	}
 	m := Build(nodes, nil, nil)
 	if len(m.Groups) != 2 || m.Omitted != 0 {
@@ -296,13 +239,13 @@ func TestTooManyGroups(t *testing.T) {
 	// pod that fits none of the others is not refused for it.
 	nodes = nodes[:0]
 	for i := range MaxGroups + 5 {
-		nodes = append(nodes, mnode(fmt.Sprint("n", i), 4, 16, nil, corev1.Taint{Key: fmt.Sprint("t", i), Effect: corev1.TaintEffectNoSchedule}))
+		nodes = append(nodes, builder.Node(fmt.Sprint("n", i)).Hostname().CPU("4").Memory("16Gi").Pods("110").Taint(fmt.Sprint("t", i), "", corev1.TaintEffectNoSchedule).Obj())
 	}
 	m = Build(nodes, nil, nil)
 	if len(m.Groups) != MaxGroups || m.Omitted != 5 {
 		t.Fatalf("%d groups and %d omitted of %d nodes", len(m.Groups), m.Omitted, len(nodes))
 	}
-	if v := NewClusterOf("c", nil, m).Check(DemandOf(pod())); !v.Fits || v.Known {
+	if v := NewClusterOf("c", nil, m).Check(DemandOf(builder.Pod("").Container("c").Obj())); !v.Fits || v.Known {
 		t.Errorf("with nodes left out of the model, a pod that matches no group got %+v, want an unknown fit", v)
 	}
 }
@@ -314,9 +257,9 @@ func BenchmarkBuild(b *testing.B) {
 	var nodes []*corev1.Node
 	var pods []*corev1.Pod
 	for i := range 1000 {
-		nodes = append(nodes, mnode(fmt.Sprint("node-", i), 32, 128, map[string]string{corev1.LabelTopologyZone: fmt.Sprint(i % 3)}))
+		nodes = append(nodes, builder.Node(fmt.Sprint("node-", i)).Hostname().Labels(map[string]string{corev1.LabelTopologyZone: fmt.Sprint(i % 3)}).CPU("32").Memory("128Gi").Pods("110").Obj())
 		for range 10 {
-			pods = append(pods, using(fmt.Sprint("node-", i), fmt.Sprintf("%dm", 100+r.IntN(2000)), fmt.Sprintf("%dMi", 64+r.IntN(4096))))
+			pods = append(pods, builder.Pod("").Node(fmt.Sprint("node-", i)).CPU(fmt.Sprintf("%dm", 100+r.IntN(2000))).Memory(fmt.Sprintf("%dMi", 64+r.IntN(4096))).Obj())
 		}
 	}
 	b.ResetTimer()

@@ -10,12 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-)
 
-func versioned(p *corev1.Pod, uid string, generation int64) *corev1.Pod {
-	p.UID, p.Generation = types.UID(uid), generation
-	return p
-}
+	"flotilla.io/flotilla/internal/builder"
+)
 
 func byGroupLabel(o metav1.Object) string { return o.GetLabels()["group"] }
 
@@ -36,16 +33,16 @@ func TestUsageFollowsPods(t *testing.T) {
 			delete(live, uid)
 			u.Delete(uid)
 		} else {
-			p := using(nodes[r.IntN(len(nodes))], fmt.Sprintf("%dm", 100*r.IntN(3)), fmt.Sprintf("%dMi", 64*r.IntN(3)))
-			p.Labels = map[string]string{"group": groups[r.IntN(len(groups))]}
-			p.Status.Phase = phases[r.IntN(len(phases))]
+			b := builder.Pod("").UID(string(uid)).Node(nodes[r.IntN(len(nodes))]).
+				CPU(fmt.Sprintf("%dm", 100*r.IntN(3))).Memory(fmt.Sprintf("%dMi", 64*r.IntN(3))).
+				Label("group", groups[r.IntN(len(groups))]).Phase(phases[r.IntN(len(phases))])
 			// A new generation with every new spec; pods of members
 			// older than Kubernetes 1.33 have none.
 			if r.IntN(4) > 0 {
 				generations[uid]++
-				p.Generation = generations[uid]
+				b.Generation(generations[uid])
 			}
-			versioned(p, string(uid), p.Generation)
+			p := b.Obj()
 			live[uid] = p
 			u.Set(p)
 		}
@@ -80,22 +77,22 @@ func TestUsageFollowsPods(t *testing.T) {
 // generation is read every time.
 func TestUsageReadsAPodAgainOnlyWhenItsSpecChanged(t *testing.T) {
 	u := NewUsage(nil)
-	u.Set(versioned(using("n1", "1", ""), "a", 1))
-	u.Set(versioned(using("n1", "9", ""), "a", 1))
+	u.Set(builder.Pod("").Node("n1").CPU("1").UID("a").Generation(1).Obj())
+	u.Set(builder.Pod("").Node("n1").CPU("9").UID("a").Generation(1).Obj())
 	if all, _ := u.Of("n1", ""); all[corev1.ResourceCPU] != 1000 {
 		t.Errorf("cpu used after a status update = %dm, want 1000m", all[corev1.ResourceCPU])
 	}
-	u.Set(versioned(using("n1", "2", ""), "a", 2))
+	u.Set(builder.Pod("").Node("n1").CPU("2").UID("a").Generation(2).Obj())
 	if all, _ := u.Of("n1", ""); all[corev1.ResourceCPU] != 2000 {
 		t.Errorf("cpu used after a resize = %dm, want 2000m", all[corev1.ResourceCPU])
 	}
-	u.Set(versioned(using("n1", "1", ""), "b", 0))
-	u.Set(versioned(using("n1", "3", ""), "b", 0))
+	u.Set(builder.Pod("").Node("n1").CPU("1").UID("b").Obj())
+	u.Set(builder.Pod("").Node("n1").CPU("3").UID("b").Obj())
 	if all, _ := u.Of("n1", ""); all[corev1.ResourceCPU] != 5000 || all[corev1.ResourcePods] != 2 {
 		t.Errorf("use of n1 = %v, want 5000m of cpu by 2 pods", all)
 	}
 	// Pods that ask for the same share one Use.
-	u.Set(versioned(using("n2", "2", ""), "c", 1))
+	u.Set(builder.Pod("").Node("n2").CPU("2").UID("c").Generation(1).Obj())
 	if len(u.shared) != 2 {
 		t.Errorf("%d uses kept for pods asking for 2 and 3 cpus, want 2", len(u.shared))
 	}
@@ -104,17 +101,20 @@ func TestUsageReadsAPodAgainOnlyWhenItsSpecChanged(t *testing.T) {
 // TestModelFromUsage: the model built from the usage kept as pods change is
 // the model built by counting the pods.
 func TestModelFromUsage(t *testing.T) {
-	nodes := []*corev1.Node{mnode("n1", 4, 8, nil), mnode("n2", 4, 8, nil)}
+	nodes := []*corev1.Node{
+		builder.Node("n1").Hostname().CPU("4").Memory("8Gi").Pods("110").Obj(),
+		builder.Node("n2").Hostname().CPU("4").Memory("8Gi").Pods("110").Obj(),
+	}
 	pods := []*corev1.Pod{
-		versioned(using("n1", "500m", "1Gi"), "a", 1),
-		versioned(using("n1", "1", ""), "b", 1),
-		versioned(using("n2", "3", "7Gi"), "c", 1),
+		builder.Pod("").Node("n1").CPU("500m").Memory("1Gi").UID("a").Generation(1).Obj(),
+		builder.Pod("").Node("n1").CPU("1").UID("b").Generation(1).Obj(),
+		builder.Pod("").Node("n2").CPU("3").Memory("7Gi").UID("c").Generation(1).Obj(),
 	}
 	u := NewUsage(nil)
 	for _, p := range pods {
 		u.Set(p)
 	}
-	u.Set(versioned(using("n2", "1", ""), "gone", 1))
+	u.Set(builder.Pod("").Node("n2").CPU("1").UID("gone").Generation(1).Obj())
 	u.Delete("gone")
 	used := func(node string) Use { all, _ := u.Of(node, ""); return all }
 	if d := cmp.Diff(Build(nodes, pods, nil).Encode(), BuildFrom(nodes, used, nil).Encode()); d != "" {
@@ -127,11 +127,11 @@ func TestModelFromUsage(t *testing.T) {
 func BenchmarkRebuild(b *testing.B) {
 	var nodes []*corev1.Node
 	for i := range 100 {
-		nodes = append(nodes, mnode(fmt.Sprintf("n%d", i), 64, 256, nil))
+		nodes = append(nodes, builder.Node(fmt.Sprintf("n%d", i)).Hostname().CPU("64").Memory("256Gi").Pods("110").Obj())
 	}
 	var pods []*corev1.Pod
 	for i := range 10000 {
-		pods = append(pods, versioned(using(fmt.Sprintf("n%d", i%100), "10m", "16Mi"), fmt.Sprint(i), 1))
+		pods = append(pods, builder.Pod("").Node(fmt.Sprintf("n%d", i%100)).CPU("10m").Memory("16Mi").UID(fmt.Sprint(i)).Generation(1).Obj())
 	}
 	b.Run("afresh", func(b *testing.B) {
 		for b.Loop() {

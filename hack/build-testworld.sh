@@ -16,6 +16,15 @@ CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/testworld"
 
 log() { echo "build-testworld: $*" >&2; }
 
+# announce says once, before the first build, what a cold cache costs, so
+# that a first `make demo` or `make test` does not look hung.
+announced=0
+announce() {
+  ((announced)) && return
+  announced=1
+  log "first run: building the test world's binaries into $CACHE takes about 16 minutes on 2 cores (the Kubernetes components about 6.5 of them); later runs reuse them"
+}
+
 # build_kubernetes compiles the control-plane components and kubectl from a
 # throwaway module that requires k8s.io/kubernetes. Its staging modules are
 # replaced by their published versions, exactly as k8s.io/kubernetes' own
@@ -25,7 +34,8 @@ build_kubernetes() {
   if [[ -x "$out/bin/kube-apiserver" && -x "$out/bin/kube-controller-manager" && -x "$out/bin/kube-scheduler" && -x "$out/bin/kubectl" ]]; then
     echo "KUBERNETES_BIN=$out/bin"; return
   fi
-  log "building kubernetes $KUBERNETES_VERSION (takes several minutes on a cold cache)"
+  announce
+  log "building kubernetes $KUBERNETES_VERSION"
   local work; work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
   local gomod
@@ -115,6 +125,7 @@ GO
 build_etcd() {
   local out="$CACHE/etcd-$ETCD_VERSION"
   if [[ -x "$out/bin/etcd" ]]; then echo "ETCD_BIN=$out/bin"; return; fi
+  announce
   log "building etcd $ETCD_VERSION"
   local work; work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
@@ -146,6 +157,7 @@ KWOK_STAGES=(
 build_kwok() {
   local out="$CACHE/kwok-$KWOK_VERSION"
   if [[ ! -x "$out/bin/kwok" ]]; then
+    announce
     log "building kwok $KWOK_VERSION"
     mkdir -p "$out/bin.tmp"
     GOBIN="$out/bin.tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" >&2
@@ -173,6 +185,7 @@ build_kwok() {
 build_metrics_server() {
   local out="$CACHE/metrics-server-$METRICS_SERVER_VERSION"
   if [[ ! -x "$out/bin/metrics-server" ]]; then
+    announce
     log "building metrics-server $METRICS_SERVER_VERSION"
     # A directory of its own: test binaries run this script concurrently.
     local tmp; mkdir -p "$out"; tmp="$(mktemp -d "$out/bin.XXXXXX")"
@@ -195,6 +208,7 @@ build_konnectivity() {
   if [[ -x "$out/bin/proxy-server" && -x "$out/bin/proxy-agent" ]]; then
     echo "KONNECTIVITY_BIN=$out/bin"; return
   fi
+  announce
   log "building apiserver-network-proxy $KONNECTIVITY_VERSION"
   local work; work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN

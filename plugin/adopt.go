@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/podstate"
@@ -47,25 +45,6 @@ func (o *AdoptOptions) dryRun() []string {
 
 func (o *AdoptOptions) say(format string, args ...any) {
 	fmt.Fprintf(o.Out, format+"\n", args...)
-}
-
-// Adopt brings a Deployment or StatefulSet running in a member under the
-// host without restarting anything: host pods that flotilla-node binds to
-// the running member pods, then the host workload (and ReplicaSet) over
-// them, then the member's own workload objects deleted with their pods
-// orphaned. Each step finds what an earlier, interrupted run did.
-func Adopt(ctx context.Context, o *AdoptOptions) error {
-	switch strings.ToLower(o.Kind) {
-	case "deployment", "deployments", "deploy":
-		return adoptDeployment(ctx, o)
-	case "statefulset", "statefulsets", "sts":
-		return adoptStatefulSet(ctx, o)
-	case "job", "jobs", "cronjob", "cronjobs", "pod", "pods", "po":
-		return fmt.Errorf("adopt %s/%s: only Deployments and StatefulSets are adopted: a Job's or a bare pod's pods would be created again by nothing, and a finished pod cannot be taken over; run it again from the host instead", o.Kind, o.Name)
-	case "daemonset", "daemonsets", "ds", "replicaset", "replicasets", "rs":
-		return fmt.Errorf("adopt %s/%s: only Deployments and StatefulSets are adopted: a DaemonSet is per member node, which the host does not see, and a bare ReplicaSet's pods come with its Deployment", o.Kind, o.Name)
-	}
-	return fmt.Errorf("adopt %s/%s: want deployment/NAME or statefulset/NAME", o.Kind, o.Name)
 }
 
 // plan is what every adoption checks before it changes anything.
@@ -148,7 +127,7 @@ func (o *AdoptOptions) printPlan(p *plan, creates, orphans []string) {
 	o.say("  delete in the member, leaving its pods running: %s", strings.Join(orphans, ", "))
 }
 
-// adoptedFrom is the value of adoptedFromAnnotation for this adoption.
+// adoptedFrom is the value of wellknown.AdoptedFromAnnotation for this adoption.
 func (o *AdoptOptions) adoptedFrom(p *plan) string {
 	return o.Cluster + "/" + p.vn.memberNS + "/" + o.Name
 }
@@ -156,7 +135,7 @@ func (o *AdoptOptions) adoptedFrom(p *plan) string {
 // checkHostWorkload refuses a host object of the workload's name that an
 // adoption of this workload did not make.
 func checkHostWorkload(o *AdoptOptions, p *plan, meta *metav1.ObjectMeta) error {
-	if meta.Annotations[adoptedFromAnnotation] != o.adoptedFrom(p) {
+	if meta.Annotations[wellknown.AdoptedFromAnnotation] != o.adoptedFrom(p) {
 		return fmt.Errorf("%s %s/%s already exists in the host and was not adopted from %s: delete or rename it first", o.Kind, o.Namespace, o.Name, o.adoptedFrom(p))
 	}
 	return nil
@@ -180,216 +159,6 @@ func (o *AdoptOptions) adoptPods(ctx context.Context, p *plan, existing *metav1.
 		return err
 	}
 	return adoptHostPods(ctx, o.Host, o.Member, p.vn, o.Namespace, p.pods, p.installation, dry)
-}
-
-func adoptDeployment(ctx context.Context, o *AdoptOptions) error {
-	d, err := o.Member.AppsV1().Deployments(memberNamespace(ctx, o)).Get(ctx, o.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return finishAdoption(ctx, o)
-	}
-	if err != nil {
-		return fmt.Errorf("member Deployment: %w", err)
-	}
-	rs, err := activeReplicaSet(ctx, o.Member, d, "adopt")
-	if err != nil {
-		return err
-	}
-	p, err := prepare(ctx, o, &d.Spec.Template, rs.Spec.Selector, controlledBy(rs.UID))
-	if err != nil {
-		return err
-	}
-	hostRS := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: o.Namespace, Labels: rs.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *rs.Spec.DeepCopy()}
-	hostRS.Spec.Replicas = ptr.To(int32(len(p.pods)))
-	if hostRS.Spec.Template, err = hostTemplate(rs.Spec.Template, o.Cluster); err != nil {
-		return err
-	}
-	hostD := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: o.Namespace, Labels: d.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *d.Spec.DeepCopy()}
-	hostD.Spec.Replicas = ptr.To(int32(len(p.pods)))
-	hostD.Spec.Paused = false
-	if hostD.Spec.Template, err = hostTemplate(d.Spec.Template, o.Cluster); err != nil {
-		return err
-	}
-	o.printPlan(p, []string{"namespace " + o.Namespace + " (if missing)", fmt.Sprintf("%d pods", len(p.pods)), "ReplicaSet " + rs.Name, "Deployment " + d.Name},
-		[]string{"Deployment " + d.Name, "ReplicaSet " + rs.Name})
-	if o.DryRun == "client" {
-		return nil
-	}
-	var existing *metav1.ObjectMeta
-	if cur, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, d.Name, metav1.GetOptions{}); err == nil {
-		existing = &cur.ObjectMeta
-	}
-	dry := o.dryRun()
-	if err := o.adoptPods(ctx, p, existing); err != nil {
-		return err
-	}
-	o.say("pods adopted: %d, running on %s", len(p.pods), o.Cluster)
-
-	// The host ReplicaSet adopts the host pods (they match its selector
-	// and have no owner). Until its cache shows them it may create pods of
-	// its own: the gate keeps those off every node, and it deletes them as
-	// surplus once it counts the adopted ones.
-	gated := hostRS.DeepCopy()
-	gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: adoptingGate})
-	cur, err := o.Host.AppsV1().ReplicaSets(o.Namespace).Get(ctx, rs.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		if cur, err = o.Host.AppsV1().ReplicaSets(o.Namespace).Create(ctx, gated, metav1.CreateOptions{DryRun: dry}); err != nil {
-			return fmt.Errorf("host ReplicaSet: %w", err)
-		}
-	case err != nil:
-		return err
-	default:
-		if err := checkHostWorkload(o, p, &cur.ObjectMeta); err != nil {
-			return err
-		}
-	}
-	if o.DryRun == "server" {
-		_, err := o.Host.AppsV1().Deployments(o.Namespace).Create(ctx, hostD, metav1.CreateOptions{DryRun: dry})
-		return err
-	}
-	sel, err := metav1.LabelSelectorAsSelector(hostRS.Spec.Selector)
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "the host ReplicaSet to own the adopted pods, and no others", func(ctx context.Context) (bool, string, error) {
-		pods, err := o.Host.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		owned, extra := 0, 0
-		for _, pod := range pods.Items {
-			if c := metav1.GetControllerOf(&pod); c != nil && c.UID == cur.UID {
-				if pod.Annotations[wellknown.AdoptAnnotation] != "" {
-					owned++
-				} else {
-					extra++
-				}
-			}
-		}
-		return owned == len(p.pods) && extra == 0, fmt.Sprintf("%d adopted pods owned, %d surplus", owned, extra), nil
-	}); err != nil {
-		return err
-	}
-	if err := ungate(ctx, o.Host, o.Namespace, rs.Name, hostRS.Spec.Template); err != nil {
-		return fmt.Errorf("host ReplicaSet: %w", err)
-	}
-
-	// The Deployment adopts the ReplicaSet: its template is the
-	// Deployment's, so no rollout starts.
-	if err := createOwning(ctx, o.Host, hostD); err != nil {
-		return fmt.Errorf("host Deployment: %w", err)
-	}
-	if err := waitOwnsOnly(ctx, o.Host, o.Namespace, d.Name, rs.Name); err != nil {
-		return err
-	}
-	o.say("host Deployment %s/%s owns ReplicaSet %s and the adopted pods", o.Namespace, d.Name, rs.Name)
-
-	// The member's own objects go; their pods stay, flotilla's now.
-	if err := orphanDelete(ctx, "Deployment", func(ctx context.Context, opts metav1.DeleteOptions) error {
-		return o.Member.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, opts)
-	}, d.UID); err != nil {
-		return err
-	}
-	if err := orphanDelete(ctx, "ReplicaSet", func(ctx context.Context, opts metav1.DeleteOptions) error {
-		return o.Member.AppsV1().ReplicaSets(rs.Namespace).Delete(ctx, rs.Name, opts)
-	}, rs.UID); err != nil {
-		return err
-	}
-	if err := waitOrphaned(ctx, o.Member, p.vn.memberNS, p.pods, rs.UID); err != nil {
-		return err
-	}
-	o.say("member Deployment and ReplicaSet deleted; the %d pods run on, under the host's Deployment", len(p.pods))
-	return nil
-}
-
-// finishAdoption completes an adoption interrupted after the member
-// Deployment was deleted: its ReplicaSet, if still there, is deleted too,
-// orphaning the pods. Without a host Deployment adopted from it, the
-// member Deployment simply does not exist.
-func finishAdoption(ctx context.Context, o *AdoptOptions) error {
-	vn, err := lookupCluster(ctx, o.Host, o.Cluster, o.Namespace)
-	if err != nil {
-		return err
-	}
-	hd, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	if err != nil || hd.Annotations[adoptedFromAnnotation] != o.Cluster+"/"+vn.memberNS+"/"+o.Name {
-		return fmt.Errorf("member Deployment %s/%s not found in cluster %s", vn.memberNS, o.Name, o.Cluster)
-	}
-	sets, err := o.Host.AppsV1().ReplicaSets(o.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for _, hrs := range sets.Items {
-		if c := metav1.GetControllerOf(&hrs); c == nil || c.UID != hd.UID || hrs.Annotations[adoptedFromAnnotation] == "" {
-			continue
-		}
-		mrs, err := o.Member.AppsV1().ReplicaSets(vn.memberNS).Get(ctx, hrs.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		pods, err := o.Member.CoreV1().Pods(vn.memberNS).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		var owned []corev1.Pod
-		for _, p := range pods.Items {
-			if c := metav1.GetControllerOf(&p); c != nil && c.UID == mrs.UID {
-				owned = append(owned, p)
-			}
-		}
-		if err := orphanDelete(ctx, "ReplicaSet", func(ctx context.Context, opts metav1.DeleteOptions) error {
-			return o.Member.AppsV1().ReplicaSets(vn.memberNS).Delete(ctx, mrs.Name, opts)
-		}, mrs.UID); err != nil {
-			return err
-		}
-		if err := waitOrphaned(ctx, o.Member, vn.memberNS, owned, mrs.UID); err != nil {
-			return err
-		}
-	}
-	o.say("deployment %s/%s is adopted from cluster %s: the member's own objects are gone", o.Namespace, o.Name, o.Cluster)
-	return nil
-}
-
-// ungate gives ReplicaSet ns/name template, without the adopting gate it
-// was created with, if it still has it.
-func ungate(ctx context.Context, c kubernetes.Interface, ns, name string, template corev1.PodTemplateSpec) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !slices.ContainsFunc(cur.Spec.Template.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == adoptingGate }) {
-			return nil
-		}
-		cur.Spec.Template = template
-		_, err = c.AppsV1().ReplicaSets(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-}
-
-// setStrategy gives StatefulSet ns/name the update strategy, if it has
-// OnDelete, which adopt and release create it with.
-func setStrategy(ctx context.Context, c kubernetes.Interface, ns, name string, strategy appsv1.StatefulSetUpdateStrategy) error {
-	if strategy.Type == appsv1.OnDeleteStatefulSetStrategyType {
-		return nil
-	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := c.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if cur.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
-			return nil
-		}
-		cur.Spec.UpdateStrategy = strategy
-		_, err = c.AppsV1().StatefulSets(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
 }
 
 // memberNamespace is the member namespace o.Namespace maps to in o.Cluster,
@@ -430,110 +199,6 @@ func waitOrphaned(ctx context.Context, member kubernetes.Interface, ns string, p
 		}
 		return true, "", nil
 	})
-}
-
-func adoptStatefulSet(ctx context.Context, o *AdoptOptions) error {
-	s, err := o.Member.AppsV1().StatefulSets(memberNamespace(ctx, o)).Get(ctx, o.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("member StatefulSet: %w", err)
-	}
-	if len(s.Spec.VolumeClaimTemplates) > 0 {
-		return fmt.Errorf("adopt statefulset/%s refused: its volumeClaimTemplates make PersistentVolumeClaims, which adopt does not bring into the host yet", o.Name)
-	}
-	if s.Status.CurrentRevision != s.Status.UpdateRevision {
-		return fmt.Errorf("adopt statefulset/%s refused: a rollout is underway (revision %s to %s); adopt it once it is done", o.Name, s.Status.CurrentRevision, s.Status.UpdateRevision)
-	}
-	p, err := prepare(ctx, o, &s.Spec.Template, s.Spec.Selector, controlledBy(s.UID))
-	if err != nil {
-		return err
-	}
-	hostS := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: o.Namespace, Labels: s.Labels,
-		Annotations: map[string]string{adoptedFromAnnotation: o.adoptedFrom(p)}}, Spec: *s.Spec.DeepCopy()}
-	if hostS.Spec.Template, err = hostTemplate(s.Spec.Template, o.Cluster); err != nil {
-		return err
-	}
-	// OnDelete until the host has relabelled the pods with its own
-	// revision: a rolling update would replace every pod whose revision is
-	// the member's.
-	strategy := hostS.Spec.UpdateStrategy
-	hostS.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
-	o.printPlan(p, []string{"namespace " + o.Namespace + " (if missing)", fmt.Sprintf("%d pods", len(p.pods)), "StatefulSet " + s.Name},
-		[]string{"StatefulSet " + s.Name})
-	if o.DryRun == "client" {
-		return nil
-	}
-	var existing *metav1.ObjectMeta
-	if cur, err := o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, s.Name, metav1.GetOptions{}); err == nil {
-		existing = &cur.ObjectMeta
-	}
-	dry := o.dryRun()
-	if err := o.adoptPods(ctx, p, existing); err != nil {
-		return err
-	}
-	if o.DryRun == "server" {
-		_, err := o.Host.AppsV1().StatefulSets(o.Namespace).Create(ctx, hostS, metav1.CreateOptions{DryRun: dry})
-		return err
-	}
-	o.say("pods adopted: %d, running on %s", len(p.pods), o.Cluster)
-	if _, err := o.Host.AppsV1().StatefulSets(o.Namespace).Create(ctx, hostS, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("host StatefulSet: %w", err)
-	}
-	var hs *appsv1.StatefulSet
-	if err := waitFor(ctx, "the host StatefulSet to own the adopted pods", func(ctx context.Context) (bool, string, error) {
-		hs, err = o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		if hs.Status.UpdateRevision == "" {
-			return false, "no revision yet", nil
-		}
-		for _, m := range p.pods {
-			h, err := o.Host.CoreV1().Pods(o.Namespace).Get(ctx, m.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			if c := metav1.GetControllerOf(h); c == nil || c.UID != hs.UID {
-				return false, "pod " + m.Name + " not owned yet", nil
-			}
-		}
-		return true, "", nil
-	}); err != nil {
-		return err
-	}
-	// The member's StatefulSet goes first: it would replace any pod whose
-	// revision label it does not know.
-	if err := orphanDelete(ctx, "StatefulSet", func(ctx context.Context, opts metav1.DeleteOptions) error {
-		return o.Member.AppsV1().StatefulSets(s.Namespace).Delete(ctx, s.Name, opts)
-	}, s.UID); err != nil {
-		return err
-	}
-	if err := waitOrphaned(ctx, o.Member, p.vn.memberNS, p.pods, s.UID); err != nil {
-		return err
-	}
-	o.say("member StatefulSet deleted, its %d pods orphaned", len(p.pods))
-	// The pods carry the host's revision from now on (flotilla-node passes
-	// the label on to the member pods), so the user's update strategy
-	// applies to changes made from the host only.
-	for _, m := range p.pods {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, appsv1.ControllerRevisionHashLabelKey, hs.Status.UpdateRevision)
-		if _, err := o.Host.CoreV1().Pods(o.Namespace).Patch(ctx, m.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("host pod %s: %w", m.Name, err)
-		}
-	}
-	if err := waitFor(ctx, "the host StatefulSet to count its pods at its revision", func(ctx context.Context) (bool, string, error) {
-		hs, err = o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return hs.Status.UpdatedReplicas == int32(len(p.pods)), fmt.Sprintf("%d of %d updated", hs.Status.UpdatedReplicas, len(p.pods)), nil
-	}); err != nil {
-		return err
-	}
-	if err := setStrategy(ctx, o.Host, o.Namespace, s.Name, strategy); err != nil {
-		return fmt.Errorf("host StatefulSet update strategy: %w", err)
-	}
-	o.say("host StatefulSet %s/%s owns the adopted pods, which run on", o.Namespace, s.Name)
-	return nil
 }
 
 func newAdoptCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {

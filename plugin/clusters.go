@@ -21,7 +21,6 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"sigs.k8s.io/yaml"
 
-	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -124,7 +123,7 @@ func cluster(n *corev1.Node, pods []*corev1.Pod) Cluster {
 			if c.Status != corev1.ConditionTrue {
 				row.ReadyMessage = c.Message
 			}
-		case clusternode.KubeletAPIUnreachable:
+		case wellknown.NodeKubeletAPIUnreachable:
 			switch c.Status {
 			case corev1.ConditionFalse:
 				row.KubeletAPI = "Reachable"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"flotilla.io/flotilla/clusternode"
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -25,10 +26,7 @@ func virtualNode(t *testing.T, name, member, mode string, nodes int, ready corev
 	t.Helper()
 	var members []*corev1.Node
 	for range nodes {
-		members = append(members, &corev1.Node{Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
-			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-		}})
+		members = append(members, builder.Node("").CPU("8").Memory("32Gi").Pods("110").Ready().Obj())
 	}
 	n := clusternode.Build(clusternode.Config{Name: name, Member: member, Mode: mode, InternalIP: "10.0.0.1", KubeletVersion: "v1.35.4"},
 		clusternode.Snapshot{Nodes: members, Reachable: ready == corev1.ConditionTrue, Message: "connection refused",
@@ -37,32 +35,18 @@ func virtualNode(t *testing.T, name, member, mode string, nodes int, ready corev
 	return n
 }
 
-func boundPod(name, node, cpu string, started bool) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
-	}
-	if started {
-		p.Status.Phase = corev1.PodRunning
-		p.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
-	}
-	return p
-}
-
 // TestListClusters: one row per virtual node, not for the host's own nodes,
 // with the member, mode, readiness, member node count, what the pods bound
 // to it request, how many have not started, and the lease's age.
 func TestListClusters(t *testing.T) {
-	real := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "host-node-1", Labels: map[string]string{wellknown.ClusterLabel: "oops"}}}
+	real := builder.Node("host-node-1").Label(wellknown.ClusterLabel, "oops").Obj()
 	c := fake.NewClientset(
 		virtualNode(t, "beijing", "beijing", "push", 3, corev1.ConditionTrue),
 		virtualNode(t, "far", "far", "pull", 1, corev1.ConditionFalse),
 		real,
-		boundPod("a", "beijing", "500m", true),
-		boundPod("b", "beijing", "1", false),
-		boundPod("c", "far", "2", true),
+		builder.Pod("a").Namespace("shop").Node("beijing").Container("app").CPU("500m").Memory("1Gi").Phase(corev1.PodRunning).Started(now.Add(-time.Hour)).Obj(),
+		builder.Pod("b").Namespace("shop").Node("beijing").Container("app").CPU("1").Memory("1Gi").Phase(corev1.PodPending).Obj(),
+		builder.Pod("c").Namespace("shop").Node("far").Container("app").CPU("2").Memory("1Gi").Phase(corev1.PodRunning).Started(now.Add(-time.Hour)).Obj(),
 		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "beijing", Namespace: corev1.NamespaceNodeLease},
 			Spec: coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: now.Add(-3 * time.Second)}}},
 	)

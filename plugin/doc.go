@@ -4,4 +4,14 @@
 // explain` says why a pod is where it is, or why it is not running. It
 // reads the host only, with the user's own kubeconfig and the kubectl
 // flags users expect (-n, --context, --kubeconfig, -o).
+//
+// `kubectl flotilla adopt` and `release` move a running workload between
+// a member and the host without restarting a pod. They run one sequence
+// of steps (steps.go) over a workloadKind, with one file per kind
+// (adopt_deployment.go, adopt_statefulset.go): adopting another kind is
+// another such file.
+//
+// Every name the plugin reads or writes on objects comes from
+// internal/wellknown, so that the plugin links none of flotilla's
+// controllers.
 package plugin

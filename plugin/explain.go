@@ -27,25 +27,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// Names flotilla's components write on host pods and their events. They are
-// declared here rather than imported so that the plugin does not link the
-// controllers; TestNamesMatchFlotilla keeps them equal to the originals.
-const (
-	placementAnnotation   = "policy.flotilla.io/placement"
-	policyClusterAnnot    = "policy.flotilla.io/cluster"
-	fitVerdictAnnotation  = wellknown.Prefix + "fit-verdict"
-	waitingForNodeAnnot   = wellknown.Prefix + "waiting-for-node"
-	appliedOverridesAnnot = "policy.flotilla.io/applied-overrides"
-
-	eventNoClusterFits        = "NoClusterFits"
-	eventWaitingForCluster    = "WaitingForCluster"
-	eventMandatorySecret      = "MandatorySecretNotFound"
-	eventMandatoryConfigMap   = "MandatoryConfigMapNotFound"
-	reasonForwardFailed       = "ForwardFailed"
-	reasonMemberPodDeleted    = "MemberPodDeleted"
-	reasonMemberUnschedulable = wellknown.ReasonMemberUnschedulable
-)
-
 // Explanation is what `kubectl flotilla explain` says about one pod.
 type Explanation struct {
 	Namespace string `json:"namespace"`
@@ -154,8 +135,8 @@ var assigned = regexp.MustCompile(`^Successfully assigned (\S+)/(\S+) to (\S+)$`
 func explain(pod *corev1.Pod, node *Cluster, hostNode string, events []corev1.Event) *Explanation {
 	x := &Explanation{
 		Namespace: pod.Namespace, Name: pod.Name, Phase: pod.Status.Phase, Cluster: node, HostNode: hostNode,
-		Policy: pod.Annotations[placementAnnotation], PolicyCluster: pod.Annotations[policyClusterAnnot],
-		Overrides: pod.Annotations[appliedOverridesAnnot], FitVerdict: pod.Annotations[fitVerdictAnnotation],
+		Policy: pod.Annotations[wellknown.PlacementAnnotation], PolicyCluster: pod.Annotations[wellknown.PolicyClusterAnnotation],
+		Overrides: pod.Annotations[wellknown.AppliedOverridesAnnotation], FitVerdict: pod.Annotations[wellknown.FitVerdictAnnotation],
 	}
 	// Event times have a second's grain: the order the apiserver stored
 	// them in (their resource versions, from one etcd) breaks ties.
@@ -222,7 +203,7 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 	}
 	switch {
 	case pod.DeletionTimestamp != nil:
-		if e := latest(eventWaitingForCluster); e != nil {
+		if e := latest(wellknown.EventWaitingForCluster); e != nil {
 			return "Terminating, waiting for its cluster: " + e.Message
 		}
 		if x.Cluster != nil && x.Cluster.Ready != corev1.ConditionTrue {
@@ -233,16 +214,16 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 		return "Succeeded in " + dash(where)
 	case pod.Status.Phase == corev1.PodFailed:
 		switch pod.Status.Reason {
-		case reasonMemberUnschedulable:
+		case wellknown.ReasonMemberUnschedulable:
 			return "Handed back by " + where + ", which could not schedule it: " + pod.Status.Message
-		case reasonForwardFailed:
+		case wellknown.ReasonForwardFailed:
 			return "Failed: " + where + " refused it: " + pod.Status.Message
-		case reasonMemberPodDeleted:
+		case wellknown.ReasonMemberPodDeleted:
 			return "Failed: its pod in " + where + " was deleted there: " + pod.Status.Message
 		}
 		return fmt.Sprintf("Failed in %s: %s %s", dash(where), pod.Status.Reason, pod.Status.Message)
 	case pod.Spec.NodeName == "":
-		if e := latest(eventNoClusterFits); e != nil {
+		if e := latest(wellknown.EventNoClusterFits); e != nil {
 			return "Pending in the host, no cluster fits: " + e.Message
 		}
 		if x.FitVerdict != "" {
@@ -253,7 +234,7 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 		return "Runs on host node " + x.HostNode + ", not in a member cluster"
 	}
 	// Bound to a virtual node.
-	if e := latest(eventMandatorySecret, eventMandatoryConfigMap); e != nil && !podstate.Ready(pod) && pod.Status.StartTime == nil {
+	if e := latest(wellknown.EventMandatorySecretNotFound, wellknown.EventMandatoryConfigMapNotFound); e != nil && !podstate.Ready(pod) && pod.Status.StartTime == nil {
 		return "Held back by flotilla, not forwarded to " + where + ": " + e.Message
 	}
 	if x.Cluster.Ready != corev1.ConditionTrue {
@@ -267,7 +248,7 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 		return "Pending in " + where + ", its scheduler cannot place it: " + x.MemberScheduler
 	}
 	if pod.Status.StartTime == nil {
-		if e := latest("ProviderCreateFailed", "ClaimConflict", "FailedMount", "Failed"); e != nil {
+		if e := latest("ProviderCreateFailed", wellknown.EventClaimConflict, wellknown.EventFailedMount, wellknown.EventFailed); e != nil {
 			return "Not forwarded to " + where + " yet: " + e.Message
 		}
 		return "Waiting to be forwarded to " + where

@@ -8,32 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"flotilla.io/flotilla/policyctl"
-	"flotilla.io/flotilla/provider"
 )
-
-// TestNamesMatchFlotilla: the names the plugin reads are those flotilla's
-// components write.
-func TestNamesMatchFlotilla(t *testing.T) {
-	for got, want := range map[string]string{
-		placementAnnotation:     policyctl.PlacementAnnotation,
-		policyClusterAnnot:      policyctl.ClusterAnnotation,
-		fitVerdictAnnotation:    policyctl.FitVerdictAnnotation,
-		waitingForNodeAnnot:     policyctl.GrowAnnotation,
-		appliedOverridesAnnot:   provider.AppliedOverridesAnnotation,
-		eventNoClusterFits:      policyctl.EventNoClusterFits,
-		eventWaitingForCluster:  provider.EventWaitingForCluster,
-		eventMandatorySecret:    provider.EventMandatorySecretNotFound,
-		eventMandatoryConfigMap: provider.EventMandatoryConfigMapNotFound,
-		reasonForwardFailed:     provider.ReasonForwardFailed,
-		reasonMemberPodDeleted:  provider.ReasonMemberPodDeleted,
-	} {
-		if got != want {
-			t.Errorf("plugin reads %q, flotilla writes %q", got, want)
-		}
-	}
-}
 
 func event(reason, typ, from, message string, at time.Time) corev1.Event {
 	return corev1.Event{Reason: reason, Type: typ, Source: corev1.EventSource{Component: from}, Message: message,

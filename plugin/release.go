@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,25 +16,6 @@ import (
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
-
-// releasedFromAnnotation on a member workload that release made names the
-// host workload it came from, so that a second run resumes.
-const releasedFromAnnotation = wellknown.Prefix + "released-from"
-
-// Release hands a host Deployment or StatefulSet whose pods all run in
-// one cluster back to that member cluster, deleting no pod: the member
-// gets the workload (and ReplicaSet) owning the running pods, flotilla's
-// identity leaves them, and the host's objects go. The emergency way back
-// from adopt. Each step finds what an interrupted run did.
-func Release(ctx context.Context, o *AdoptOptions) error {
-	switch strings.ToLower(o.Kind) {
-	case "deployment", "deployments", "deploy":
-		return releaseDeployment(ctx, o)
-	case "statefulset", "statefulsets", "sts":
-		return releaseStatefulSet(ctx, o)
-	}
-	return fmt.Errorf("release %s/%s: want deployment/NAME or statefulset/NAME", o.Kind, o.Name)
-}
 
 // releasePods lists the host pods of a workload, all of which must run in
 // the cluster, and the member pod each stands for.
@@ -79,92 +59,6 @@ func releasePods(ctx context.Context, o *AdoptOptions, vn *clusterTarget, sel *m
 	return hostPods, memberPods, nil
 }
 
-func releaseDeployment(ctx context.Context, o *AdoptOptions) error {
-	vn, err := lookupCluster(ctx, o.Host, o.Cluster, o.Namespace)
-	if err != nil {
-		return err
-	}
-	from := "host/" + o.Namespace + "/" + o.Name
-	hd, err := o.Host.AppsV1().Deployments(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if md, merr := o.Member.AppsV1().Deployments(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && md.Annotations[releasedFromAnnotation] == from {
-			return finishHostRelease(ctx, o, vn.memberNS, nil, "")
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("host Deployment: %w", err)
-	}
-	rs, err := activeReplicaSet(ctx, o.Host, hd, "release")
-	if err != nil {
-		return err
-	}
-	hostPods, memberPods, err := releasePods(ctx, o, vn, rs.Spec.Selector, controlledBy(rs.UID))
-	if err != nil {
-		return err
-	}
-	if int32(len(hostPods)) != ptr.Deref(rs.Spec.Replicas, 0) {
-		return fmt.Errorf("release deployment/%s refused: %d of its %d pods run; release it once they all do", o.Name, len(hostPods), ptr.Deref(rs.Spec.Replicas, 0))
-	}
-	tpl, err := memberTemplate(rs.Spec.Template, o.Cluster)
-	if err != nil {
-		return err
-	}
-	dTpl, err := memberTemplate(hd.Spec.Template, o.Cluster)
-	if err != nil {
-		return err
-	}
-	o.say("Release deployment %s/%s to cluster %s (member namespace %s), deleting no pod:", o.Namespace, o.Name, o.Cluster, vn.memberNS)
-	o.say("  create in the member: ReplicaSet %s owning the %d running pods, Deployment %s", rs.Name, len(memberPods), o.Name)
-	o.say("  delete in the host: Deployment %s, ReplicaSet %s and their %d pods, whose member pods flotilla lets go", o.Name, rs.Name, len(hostPods))
-	if o.DryRun == "client" {
-		return nil
-	}
-	if o.DryRun == "server" {
-		mrs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: vn.memberNS, Labels: rs.Labels}, Spec: *rs.Spec.DeepCopy()}
-		mrs.Spec.Template = tpl
-		_, err := o.Member.AppsV1().ReplicaSets(vn.memberNS).Create(ctx, mrs, metav1.CreateOptions{DryRun: o.dryRun()})
-		return err
-	}
-
-	// The member ReplicaSet adopts the member pods (they have no owner
-	// there); pods it might make before it sees them are gated and
-	// deleted as surplus.
-	mrs, err := o.Member.AppsV1().ReplicaSets(vn.memberNS).Get(ctx, rs.Name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		gated := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Namespace: vn.memberNS, Labels: rs.Labels,
-			Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *rs.Spec.DeepCopy()}
-		gated.Spec.Replicas = ptr.To(int32(len(memberPods)))
-		gated.Spec.Template = *tpl.DeepCopy()
-		gated.Spec.Template.Spec.SchedulingGates = append(gated.Spec.Template.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: adoptingGate})
-		if mrs, err = o.Member.AppsV1().ReplicaSets(vn.memberNS).Create(ctx, gated, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("member ReplicaSet: %w", err)
-		}
-	case err != nil:
-		return err
-	case mrs.Annotations[releasedFromAnnotation] != from:
-		return fmt.Errorf("ReplicaSet %s/%s already exists in the member and was not made by a release of %s", vn.memberNS, rs.Name, from)
-	}
-	if err := waitOwned(ctx, o, vn.memberNS, rs.Spec.Selector, memberPods, mrs.UID); err != nil {
-		return err
-	}
-	if err := ungate(ctx, o.Member, vn.memberNS, rs.Name, tpl); err != nil {
-		return fmt.Errorf("member ReplicaSet: %w", err)
-	}
-	md := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: vn.memberNS, Labels: hd.Labels,
-		Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *hd.Spec.DeepCopy()}
-	md.Spec.Template = dTpl
-	md.Spec.Replicas = ptr.To(int32(len(memberPods)))
-	if err := createOwning(ctx, o.Member, md); err != nil {
-		return fmt.Errorf("member Deployment: %w", err)
-	}
-	if err := waitOwnsOnly(ctx, o.Member, vn.memberNS, o.Name, rs.Name); err != nil {
-		return err
-	}
-	o.say("member Deployment %s/%s owns ReplicaSet %s and the %d running pods", vn.memberNS, o.Name, rs.Name, len(memberPods))
-	return finishHostRelease(ctx, o, vn.memberNS, hd, rs.Name)
-}
-
 // waitOwned waits until member workload uid owns each member pod and no
 // pod of its own creation.
 func waitOwned(ctx context.Context, o *AdoptOptions, ns string, sel *metav1.LabelSelector, pods []corev1.Pod, uid types.UID) error {
@@ -195,10 +89,11 @@ func waitOwned(ctx context.Context, o *AdoptOptions, ns string, sel *metav1.Labe
 	})
 }
 
-// finishHostRelease removes the host's objects: the workload and
-// ReplicaSet (orphaning), then each host pod marked for release, so that
-// flotilla-node lets its member pod go rather than delete it.
-func finishHostRelease(ctx context.Context, o *AdoptOptions, memberNS string, workload metav1.Object, rsName string) error {
+// finishHostRelease removes the host's objects: owners (orphaning; nil
+// when an earlier run deleted them), then each host pod marked for
+// release, so that flotilla-node lets its member pod go rather than
+// delete it.
+func finishHostRelease(ctx context.Context, o *AdoptOptions, memberNS string, owners *hostOwners) error {
 	sel := metav1.ListOptions{}
 	pods, err := o.Host.CoreV1().Pods(o.Namespace).List(ctx, sel)
 	if err != nil {
@@ -209,7 +104,7 @@ func finishHostRelease(ctx context.Context, o *AdoptOptions, memberNS string, wo
 		c := metav1.GetControllerOf(&p)
 		switch {
 		case p.Spec.NodeName != o.Cluster:
-		case workload != nil && c != nil && (c.UID == workload.GetUID() || (c.Kind == "ReplicaSet" && c.Name == rsName)):
+		case owners != nil && c != nil && (c.UID == owners.uid || (owners.replicaSet != "" && c.Kind == "ReplicaSet" && c.Name == owners.replicaSet)):
 			mine = append(mine, p)
 		case p.Annotations[wellknown.ReleaseAnnotation] == "true":
 			mine = append(mine, p)
@@ -243,23 +138,12 @@ func finishHostRelease(ctx context.Context, o *AdoptOptions, memberNS string, wo
 	}); err != nil {
 		return err
 	}
-	if workload != nil {
-		var del func(context.Context, metav1.DeleteOptions) error
-		switch w := workload.(type) {
-		case *appsv1.Deployment:
-			del = func(ctx context.Context, opts metav1.DeleteOptions) error {
-				return o.Host.AppsV1().Deployments(o.Namespace).Delete(ctx, w.Name, opts)
-			}
-		case *appsv1.StatefulSet:
-			del = func(ctx context.Context, opts metav1.DeleteOptions) error {
-				return o.Host.AppsV1().StatefulSets(o.Namespace).Delete(ctx, w.Name, opts)
-			}
-		}
-		if err := orphanDelete(ctx, "host workload", del, workload.GetUID()); err != nil {
+	if owners != nil {
+		if err := orphanDelete(ctx, "host workload", owners.del, owners.uid); err != nil {
 			return err
 		}
 	}
-	if rsName != "" {
+	if rsName := owners.replicaSetName(); rsName != "" {
 		if rs, err := o.Host.AppsV1().ReplicaSets(o.Namespace).Get(ctx, rsName, metav1.GetOptions{}); err == nil {
 			if err := waitFor(ctx, "the host ReplicaSet to be orphaned", func(ctx context.Context) (bool, string, error) {
 				cur, err := o.Host.AppsV1().ReplicaSets(o.Namespace).Get(ctx, rsName, metav1.GetOptions{})
@@ -318,97 +202,6 @@ func finishHostRelease(ctx context.Context, o *AdoptOptions, memberNS string, wo
 		return err
 	}
 	o.say("host objects deleted; the %d member pods run on, their cluster's again", len(mine))
-	return nil
-}
-
-func releaseStatefulSet(ctx context.Context, o *AdoptOptions) error {
-	vn, err := lookupCluster(ctx, o.Host, o.Cluster, o.Namespace)
-	if err != nil {
-		return err
-	}
-	from := "host/" + o.Namespace + "/" + o.Name
-	hs, err := o.Host.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		if ms, merr := o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); merr == nil && ms.Annotations[releasedFromAnnotation] == from {
-			return finishHostRelease(ctx, o, vn.memberNS, nil, "")
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("host StatefulSet: %w", err)
-	}
-	if len(hs.Spec.VolumeClaimTemplates) > 0 {
-		return fmt.Errorf("release statefulset/%s refused: its claims would stay the host's; release does not hand claims back yet", o.Name)
-	}
-	hostPods, memberPods, err := releasePods(ctx, o, vn, hs.Spec.Selector, controlledBy(hs.UID))
-	if err != nil {
-		return err
-	}
-	tpl, err := memberTemplate(hs.Spec.Template, o.Cluster)
-	if err != nil {
-		return err
-	}
-	o.say("Release statefulset %s/%s to cluster %s (member namespace %s), deleting no pod:", o.Namespace, o.Name, o.Cluster, vn.memberNS)
-	o.say("  create in the member: StatefulSet %s owning the %d running pods", o.Name, len(memberPods))
-	o.say("  delete in the host: StatefulSet %s and its %d pods, whose member pods flotilla lets go", o.Name, len(hostPods))
-	if o.DryRun == "client" {
-		return nil
-	}
-	ms := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: vn.memberNS, Labels: hs.Labels,
-		Annotations: map[string]string{releasedFromAnnotation: from}}, Spec: *hs.Spec.DeepCopy()}
-	ms.Spec.Template = tpl
-	strategy := ms.Spec.UpdateStrategy
-	ms.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
-	if o.DryRun == "server" {
-		_, err := o.Member.AppsV1().StatefulSets(vn.memberNS).Create(ctx, ms, metav1.CreateOptions{DryRun: o.dryRun()})
-		return err
-	}
-	cur, err := o.Member.AppsV1().StatefulSets(vn.memberNS).Create(ctx, ms, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		if cur, err = o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{}); err == nil && cur.Annotations[releasedFromAnnotation] != from {
-			return fmt.Errorf("StatefulSet %s/%s already exists in the member and was not made by a release of %s", vn.memberNS, o.Name, from)
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("member StatefulSet: %w", err)
-	}
-	if err := waitOwned(ctx, o, vn.memberNS, hs.Spec.Selector, memberPods, cur.UID); err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "the member StatefulSet's revision", func(ctx context.Context) (bool, string, error) {
-		cur, err = o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return cur.Status.UpdateRevision != "", "", nil
-	}); err != nil {
-		return err
-	}
-	// Released first, so that flotilla-node does not put the host's
-	// revision back on the member pods.
-	if err := finishHostRelease(ctx, o, vn.memberNS, hs, ""); err != nil {
-		return err
-	}
-	for _, m := range memberPods {
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, appsv1.ControllerRevisionHashLabelKey, cur.Status.UpdateRevision)
-		if _, err := o.Member.CoreV1().Pods(vn.memberNS).Patch(ctx, m.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("member pod %s: %w", m.Name, err)
-		}
-	}
-	if strategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
-		if err := waitFor(ctx, "the member StatefulSet to count its pods at its revision", func(ctx context.Context) (bool, string, error) {
-			cur, err = o.Member.AppsV1().StatefulSets(vn.memberNS).Get(ctx, o.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, err.Error(), nil
-			}
-			return cur.Status.UpdatedReplicas == int32(len(memberPods)), fmt.Sprintf("%d updated", cur.Status.UpdatedReplicas), nil
-		}); err != nil {
-			return err
-		}
-		if err := setStrategy(ctx, o.Member, vn.memberNS, o.Name, strategy); err != nil {
-			return fmt.Errorf("member StatefulSet update strategy: %w", err)
-		}
-	}
-	o.say("member StatefulSet %s/%s owns the %d running pods", vn.memberNS, o.Name, len(memberPods))
 	return nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,23 +17,10 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
-)
-
-// What adopt and release write, besides the names flotilla-node reads.
-const (
-	// adoptedFromAnnotation on a host workload names where it was adopted
-	// from, as <cluster>/<member namespace>/<name>: a second run of adopt
-	// resumes its own adoption and refuses anything else's.
-	adoptedFromAnnotation = wellknown.Prefix + "adopted-from"
-	// adoptingGate holds the pods a host ReplicaSet might create while it
-	// has not yet seen the adopted ones: they are never scheduled, and the
-	// ReplicaSet deletes them as surplus.
-	adoptingGate = wellknown.Prefix + "adopting"
 )
 
 // stepTimeout bounds each wait of adopt and release for a controller.
@@ -419,91 +405,12 @@ func ensureNamespace(ctx context.Context, host kubernetes.Interface, ns string, 
 	return nil
 }
 
-// activeReplicaSet is the one ReplicaSet of Deployment d with replicas,
-// or an error saying how many there are: with a rollout underway the
-// other side would be left to finish it.
-func activeReplicaSet(ctx context.Context, c kubernetes.Interface, d *appsv1.Deployment, verb string) (*appsv1.ReplicaSet, error) {
-	list, err := c.AppsV1().ReplicaSets(d.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	var active []*appsv1.ReplicaSet
-	for i := range list.Items {
-		rs := &list.Items[i]
-		if c := metav1.GetControllerOf(rs); c != nil && c.UID == d.UID && ptr.Deref(rs.Spec.Replicas, 0) > 0 {
-			active = append(active, rs)
-		}
-	}
-	if len(active) != 1 {
-		return nil, fmt.Errorf("%s deployment/%s refused: %d of its ReplicaSets have replicas; %s it once its rollout is done", verb, d.Name, len(active), verb)
-	}
-	return active[0], nil
-}
-
 // controlledBy reports whether obj's controller is uid.
 func controlledBy(uid types.UID) func(*corev1.Pod) bool {
 	return func(p *corev1.Pod) bool {
 		c := metav1.GetControllerOf(p)
 		return c != nil && c.UID == uid
 	}
-}
-
-// createOwning creates Deployment d, whose template a ReplicaSet of its
-// selector already has, and waits until its controller has found that
-// ReplicaSet as its own. d is created paused, which makes the controller
-// create no ReplicaSet, and left as d says once its status counts the
-// ReplicaSet's pods as updated: the ReplicaSet was just ungated, and a
-// controller whose cache still shows the gated template would otherwise
-// find no ReplicaSet with d's template and make one of its own. An
-// existing d (a run cut short) is waited for the same way.
-func createOwning(ctx context.Context, c kubernetes.Interface, d *appsv1.Deployment) error {
-	paused := d.Spec.Paused
-	d = d.DeepCopy()
-	d.Spec.Paused = true
-	if _, err := c.AppsV1().Deployments(d.Namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	want := ptr.Deref(d.Spec.Replicas, 1)
-	if err := waitFor(ctx, "the Deployment's controller to find its ReplicaSet", func(ctx context.Context) (bool, string, error) {
-		cur, err := c.AppsV1().Deployments(d.Namespace).Get(ctx, d.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		return cur.Status.ObservedGeneration >= cur.Generation && cur.Status.UpdatedReplicas == want,
-			fmt.Sprintf("%d of %d replicas on its template", cur.Status.UpdatedReplicas, want), nil
-	}); err != nil {
-		return err
-	}
-	if paused {
-		return nil
-	}
-	_, err := c.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, []byte(`{"spec":{"paused":false}}`), metav1.PatchOptions{})
-	return err
-}
-
-// waitOwnsOnly waits until Deployment ns/name owns ReplicaSet rsName and
-// no other: its template is the ReplicaSet's, so it made none of its own.
-func waitOwnsOnly(ctx context.Context, c kubernetes.Interface, ns, name, rsName string) error {
-	return waitFor(ctx, "the Deployment to own its ReplicaSet, with no new one", func(ctx context.Context) (bool, string, error) {
-		d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		list, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		var mine []string
-		for _, s := range list.Items {
-			if o := metav1.GetControllerOf(&s); o != nil && o.UID == d.UID {
-				mine = append(mine, s.Name)
-			}
-		}
-		if len(mine) > 1 || (len(mine) == 1 && mine[0] != rsName) {
-			return false, "", fmt.Errorf("Deployment %s/%s made ReplicaSet(s) %v of its own: its template differs", ns, name, mine)
-		}
-		return len(mine) == 1 && d.Status.ObservedGeneration >= d.Generation, fmt.Sprintf("ReplicaSets %v", mine), nil
-	})
 }
 
 // waitFor polls cond until it holds, for at most stepTimeout.

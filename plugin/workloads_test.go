@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/builder"
 )
 
 // TestCreateOwningWaitsPaused: the Deployment adopt and release create is
@@ -41,8 +42,7 @@ func TestCreateOwningWaitsPaused(t *testing.T) {
 				}
 			}
 		}()
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(7)), Paused: userPaused}}
+		d := builder.Deployment("web").Namespace("shop").Replicas(7).Paused(userPaused).Obj()
 		err := createOwning(ctx, c, d)
 		cancel()
 		if err != nil {

@@ -10,6 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // laggingCache shows a deleted pod in its template's pod lists until it
@@ -61,7 +64,9 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	h := newTestPlacer(t, cache)
 	admit := func(hash string) *corev1.Pod {
 		t.Helper()
-		raw, err := json.Marshal(replicaOf("web-1", map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}))
+		replica := builder.Pod("").GenerateName("web-1-").Namespace("shop").Label(appsv1.DefaultDeploymentUniqueLabelKey, hash).
+			ControlledBy("ReplicaSet", "web-1", "rs").Container("c").Image("img").Obj()
+		raw, err := json.Marshal(replica)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,7 +89,7 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	}
 	var victim *corev1.Pod
 	for _, p := range pods {
-		if p.Annotations[ClusterAnnotation] == "beijing" && (victim == nil || deletionCost(p) > deletionCost(victim)) {
+		if p.Annotations[wellknown.PolicyClusterAnnotation] == "beijing" && (victim == nil || deletionCost(p) > deletionCost(victim)) {
 			victim = p // the beijing replica a scale-down would delete last
 		}
 	}
@@ -101,9 +106,9 @@ func TestReplacementWaitsForTheCache(t *testing.T) {
 	cache.Reader = withPod{Reader: c, pod: victim}
 
 	repl := admit("h1")
-	if repl.Annotations[ClusterAnnotation] != "beijing" || repl.Annotations[DeletionCostAnnotation] != victim.Annotations[DeletionCostAnnotation] {
+	if repl.Annotations[wellknown.PolicyClusterAnnotation] != "beijing" || repl.Annotations[wellknown.DeletionCostAnnotation] != victim.Annotations[wellknown.DeletionCostAnnotation] {
 		t.Errorf("replacement placed in %s with pod-deletion-cost %s, want the departed replica's: beijing, %s",
-			repl.Annotations[ClusterAnnotation], repl.Annotations[DeletionCostAnnotation], victim.Annotations[DeletionCostAnnotation])
+			repl.Annotations[wellknown.PolicyClusterAnnotation], repl.Annotations[wellknown.DeletionCostAnnotation], victim.Annotations[wellknown.DeletionCostAnnotation])
 	}
 
 	// A rollout's first pod of a new revision, with every old one still

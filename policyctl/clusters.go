@@ -33,7 +33,7 @@ func clusterViews(nodes []corev1.Node, pods []corev1.Pod, own types.UID, spec *c
 		if p.Spec.NodeName == "" || podstate.Leaving(p) {
 			continue
 		}
-		if own != "" && types.UID(p.Annotations[TemplateAnnotation]) == own {
+		if own != "" && types.UID(p.Annotations[wellknown.TemplateAnnotation]) == own {
 			ownBound[p.Spec.NodeName]++
 			continue
 		}

@@ -20,12 +20,9 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
-
-// EventRebalanced: a pod was evicted to move a replica toward the
-// decision; its controller recreates it where a replica is missing.
-const EventRebalanced = "Rebalanced"
 
 // move is one eviction that brings a template closer to its decision.
 type move struct {
@@ -104,11 +101,11 @@ func clusterOf(p *corev1.Pod) string {
 	if p.Spec.NodeName != "" {
 		return p.Spec.NodeName
 	}
-	return p.Annotations[ClusterAnnotation]
+	return p.Annotations[wellknown.PolicyClusterAnnotation]
 }
 
 func deletionCost(p *corev1.Pod) int64 {
-	v, _ := strconv.ParseInt(p.Annotations[DeletionCostAnnotation], 10, 32)
+	v, _ := strconv.ParseInt(p.Annotations[wellknown.DeletionCostAnnotation], 10, 32)
 	return v
 }
 
@@ -165,7 +162,7 @@ func (r *policyReconciler) converge(ctx context.Context, tpl Template, pl *place
 	case err != nil:
 		return 0, fmt.Errorf("evict pod %s/%s: %w", m.pod.Namespace, m.pod.Name, err)
 	}
-	r.recorder.Eventf(obj, m.pod, corev1.EventTypeNormal, EventRebalanced, "Evict",
+	r.recorder.Eventf(obj, m.pod, corev1.EventTypeNormal, wellknown.EventRebalanced, "Evict",
 		"Evicted pod %s from cluster %s: %s; %s places its replacement", m.pod.Name, m.from, m.why, pl.policy)
 	return rb.interval, nil
 }

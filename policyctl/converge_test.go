@@ -9,12 +9,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 )
 
@@ -25,12 +25,9 @@ func runningPod(name, cluster string, ready bool, cost, age int) *corev1.Pod {
 	if ready {
 		status = corev1.ConditionTrue
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(time.Unix(int64(age), 0)),
-			Annotations: map[string]string{ClusterAnnotation: cluster, DeletionCostAnnotation: strconv.Itoa(cost)}},
-		Spec:   corev1.PodSpec{NodeName: cluster},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
-	}
+	return builder.Pod(name).Created(time.Unix(int64(age), 0)).
+		Annotation(wellknown.PolicyClusterAnnotation, cluster).Annotation(wellknown.DeletionCostAnnotation, strconv.Itoa(cost)).
+		Node(cluster).Condition(corev1.PodReady, status).Obj()
 }
 
 func TestNextMove(t *testing.T) {
@@ -94,12 +91,10 @@ func TestConvergeWaitsForRollout(t *testing.T) {
 	pl := &placement{policy: "PropagationPolicy shop/web", decision: propagation.Decision{Mode: policyv1alpha1.ReplicaSchedulingTypeDivided,
 		Targets: []propagation.Target{{Cluster: "a", Replicas: 2}, {Cluster: "b", Replicas: 1}}}}
 	deployment := func(status appsv1.DeploymentStatus) client.Object {
-		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep", Generation: 2},
-			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](3)}, Status: status}
+		return builder.Deployment("web").Namespace("shop").UID("dep").Generation(2).Replicas(3).Status(status).Obj()
 	}
 	statefulSet := func(status appsv1.StatefulSetStatus) client.Object {
-		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep", Generation: 2},
-			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)}, Status: status}
+		return builder.StatefulSet("web").Namespace("shop").UID("dep").Generation(2).Replicas(3).Status(status).Obj()
 	}
 	stalled := []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
 	for name, tc := range map[string]struct {

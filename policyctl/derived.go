@@ -11,17 +11,9 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/workload"
 )
-
-// DerivedAnnotation marks a workload the controller made from a template
-// for one cluster of a Duplicated placement; its value is the cluster.
-const DerivedAnnotation = "policy.flotilla.io/derived-for-cluster"
-
-// EventDerivedConflict: a derived workload's name is taken by an object
-// the controller did not make; that cluster runs no replicas of the
-// template.
-const EventDerivedConflict = "DerivedWorkloadConflict"
 
 // derivedName is the name of tpl's copy for cluster.
 func derivedName(tpl Template, cluster string) string { return tpl.Name + "-" + cluster }
@@ -53,7 +45,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 	}
 	have := map[string]client.Object{}
 	for _, obj := range kind.Items(list) {
-		if c := obj.GetAnnotations()[DerivedAnnotation]; c != "" && ownedBy(obj, tpl) {
+		if c := obj.GetAnnotations()[wellknown.DerivedAnnotation]; c != "" && ownedBy(obj, tpl) {
 			have[c] = obj
 		}
 	}
@@ -79,7 +71,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 		obj.SetNamespace(tpl.Namespace)
 		obj.SetName(derivedName(tpl, c))
 		obj.SetLabels(src.GetLabels())
-		obj.SetAnnotations(map[string]string{DerivedAnnotation: c})
+		obj.SetAnnotations(map[string]string{wellknown.DerivedAnnotation: c})
 		obj.SetOwnerReferences([]metav1.OwnerReference{{
 			APIVersion: tpl.APIVersion, Kind: tpl.Kind, Name: tpl.Name, UID: tpl.UID,
 			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -87,7 +79,7 @@ func (r *policyReconciler) syncDerived(ctx context.Context, tpl Template, cluste
 		deriver.CopySpec(obj, src, false)
 		err := r.client.Create(ctx, obj)
 		if apierrors.IsAlreadyExists(err) {
-			r.recorder.Eventf(src, nil, corev1.EventTypeWarning, EventDerivedConflict, "Derive",
+			r.recorder.Eventf(src, nil, corev1.EventTypeWarning, wellknown.EventDerivedConflict, "Derive",
 				"%s %s/%s exists and was not made by flotilla-policy for this template: cluster %s runs none of its replicas",
 				tpl.Kind, tpl.Namespace, obj.GetName(), c)
 			continue

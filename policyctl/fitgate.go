@@ -16,30 +16,12 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// Events about where a pod can run.
-const (
-	// EventNoClusterFits: the pod waits in the host because no cluster
-	// can run it; the message names each cluster's answer.
-	EventNoClusterFits = "NoClusterFits"
-	// EventClusterFits: a cluster can now run a pod that waited.
-	EventClusterFits = "ClusterFits"
-	// EventPlacedElsewhere: a pod went to another cluster than the one
-	// that handed back its predecessor.
-	EventPlacedElsewhere = "PlacedElsewhere"
-	// EventWaitingForNode: a pod no node fits was sent to a cluster
-	// that can add one.
-	EventWaitingForNode = "WaitingForNode"
-	// EventLeftOut: a pod was bound after placement left out clusters
-	// that could not run it; the message names them and why.
-	EventLeftOut = "ClustersLeftOut"
-)
-
 // gatedIndex indexes the pods held by the fit gate.
 const gatedIndex = "flotilla.io/fit-gated"
 
 // fitGate releases the pods the fit gate holds once a cluster can run
 // them, and until then keeps on each the answer of every cluster (an
-// Event and FitVerdictAnnotation) so that `kubectl describe pod` says why
+// Event and wellknown.FitVerdictAnnotation) so that `kubectl describe pod` says why
 // it waits. It is level-based: every change of a virtual node (its model)
 // checks every held pod again.
 type fitGate struct {
@@ -77,20 +59,20 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		if len(f.candidates) == 0 {
 			msg = "no cluster's taints are tolerated by this pod"
 		}
-		if pod.Annotations[FitVerdictAnnotation] != msg {
+		if pod.Annotations[wellknown.FitVerdictAnnotation] != msg {
 			next := pod.DeepCopy()
-			setAnnotation(next, FitVerdictAnnotation, msg)
+			setAnnotation(next, wellknown.FitVerdictAnnotation, msg)
 			if err := g.client.Update(ctx, next); err != nil {
 				return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 			}
-			g.recorder.Eventf(next, nil, corev1.EventTypeWarning, EventNoClusterFits, "Place", "waiting in the host: %s", msg)
+			g.recorder.Eventf(next, nil, corev1.EventTypeWarning, wellknown.EventNoClusterFits, "Place", "waiting in the host: %s", msg)
 		}
 		return reconcile.Result{RequeueAfter: g.recheck}, nil
 	}
 	next := pod.DeepCopy()
 	release(next, fits)
 	if len(f.fits) == 0 {
-		setAnnotation(next, GrowAnnotation, f.grow)
+		setAnnotation(next, wellknown.WaitingForNodeAnnotation, f.grow)
 	}
 	if err := g.client.Update(ctx, next); err != nil {
 		if apierrors.IsConflict(err) {
@@ -99,7 +81,7 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	if len(f.fits) > 0 {
-		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
+		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
 		return reconcile.Result{}, nil
 	}
 	// No node fits yet; cluster f.grow can add one. Its sum may be full,
@@ -110,7 +92,7 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err := g.client.SubResource("binding").Create(ctx, next, binding); err != nil && !apierrors.IsConflict(err) {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
-	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, EventWaitingForNode, "Place", "no node of any cluster fits it now; sent to %s, which can add a node for it: %s", f.grow, f.verdict())
+	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventWaitingForNode, "Place", "no node of any cluster fits it now; sent to %s, which can add a node for it: %s", f.grow, f.verdict())
 	return reconcile.Result{}, nil
 }
 
@@ -140,10 +122,10 @@ func (g *fitGate) observe(old, cur *corev1.Pod) {
 	if old != nil && old.Spec.NodeName == "" && cur.Spec.NodeName != "" && !podstate.Terminal(cur) && (g.leading == nil || g.leading()) {
 		// Bound: say which clusters were left out, and why, where the
 		// user looks (kubectl describe pod).
-		if v := cur.Annotations[FitVerdictAnnotation]; v != "" {
-			reason := EventLeftOut
+		if v := cur.Annotations[wellknown.FitVerdictAnnotation]; v != "" {
+			reason := wellknown.EventLeftOut
 			if strings.Contains(v, "handed back") {
-				reason = EventPlacedElsewhere
+				reason = wellknown.EventPlacedElsewhere
 			}
 			g.recorder.Eventf(cur, nil, corev1.EventTypeNormal, reason, "Place", "placed in %s; %s", cur.Spec.NodeName, v)
 		}

@@ -24,15 +24,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// FitVerdictAnnotation on a host pod records, when placement left a
-// cluster out, each such cluster's answer: "beijing: no node with 20 cpu
-// free (largest 12)".
-const FitVerdictAnnotation = wellknown.Prefix + "fit-verdict"
-
-// GrowAnnotation on a host pod names the cluster it was sent to so that
-// the cluster's node autoscaler adds a node for it: no node fits it now.
-const GrowAnnotation = wellknown.Prefix + "waiting-for-node"
-
 // fitter checks pods against the fit models the virtual nodes publish.
 type fitter struct {
 	cache    client.Reader
@@ -283,7 +274,7 @@ func applyFit(pod *corev1.Pod, f fitting) bool {
 	if len(f.why) > 0 && !held {
 		// A held pod gets it from the gate, with an Event, once it
 		// exists (an Event needs the pod's UID).
-		setAnnotation(pod, FitVerdictAnnotation, f.verdict())
+		setAnnotation(pod, wellknown.FitVerdictAnnotation, f.verdict())
 	}
 	var excluded, included []string
 	for _, n := range f.candidates {
@@ -301,7 +292,7 @@ func applyFit(pod *corev1.Pod, f fitting) bool {
 		// sees it. Bound at creation, as a scheduler would bind it.
 		memberOnly(pod, fits)
 		pod.Spec.NodeName = f.grow
-		setAnnotation(pod, GrowAnnotation, f.grow)
+		setAnnotation(pod, wellknown.WaitingForNodeAnnotation, f.grow)
 	case held:
 		memberOnly(pod, nil)
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: wellknown.FitGate})

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // BenchmarkAdmission measures what the fit check adds to admitting one
@@ -24,16 +26,15 @@ func BenchmarkAdmission(b *testing.B) {
 		var nodes []*corev1.Node
 		var pods []*corev1.Pod
 		for i := range 1000 {
-			labels := map[string]string{"zone": fmt.Sprint(i % 3), "instance-id": fmt.Sprint(name, i), "type": "cpu"}
-			var extra corev1.ResourceList
+			node := fmt.Sprint(name, "-", i)
+			n := builder.Node(node).Label("zone", fmt.Sprint(i%3)).Label("instance-id", fmt.Sprint(name, i)).Label("type", "cpu").
+				CPU("32").Memory("128Gi").Pods("110")
 			if i%10 == 0 {
-				labels["type"] = "gpu"
-				extra = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}
+				n.Label("type", "gpu").Allocatable("nvidia.com/gpu", "8")
 			}
-			n := memberNode(fmt.Sprint(name, "-", i), 32, labels, extra)
-			nodes = append(nodes, n)
+			nodes = append(nodes, n.Obj())
 			for range r.IntN(20) {
-				pods = append(pods, usingCPU(n.Name, fmt.Sprintf("%dm", 100+r.IntN(2000))))
+				pods = append(pods, builder.Pod("").Node(node).CPU(fmt.Sprintf("%dm", 100+r.IntN(2000))).Obj())
 			}
 		}
 		objs = append(objs, modelled(name, nodes, pods))
@@ -47,7 +48,7 @@ func BenchmarkAdmission(b *testing.B) {
 			if !withFit {
 				h.fitter = nil
 			}
-			pod := newPod(tolerating(), requestsCPU("20"), prefers("beijing"))
+			pod := builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("20").PreferredNodeAffinity(100, inBeijing).Obj()
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for range b.N {

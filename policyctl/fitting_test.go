@@ -11,14 +11,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,86 +24,31 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// memberNode is a member node with cpu cores and labels.
-func memberNode(name string, cpu int64, labels map[string]string, extra corev1.ResourceList) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
-	n.Status.Allocatable = corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewQuantity(cpu, resource.DecimalSI),
-		corev1.ResourceMemory: resource.MustParse("128Gi"),
-		corev1.ResourcePods:   resource.MustParse("110"),
-	}
-	for k, v := range extra {
-		n.Status.Allocatable[k] = v
-	}
-	return n
-}
-
-// usingCPU is a member pod bound to node using cpu.
-func usingCPU(node, cpu string) *corev1.Pod {
-	return &corev1.Pod{Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
-}
-
 // modelled is a tainted virtual node publishing the model of nodes and pods.
 func modelled(name string, nodes []*corev1.Node, pods []*corev1.Pod) *corev1.Node {
-	n := virtualNode(name)
-	n.ResourceVersion = "1"
-	n.Spec.Taints = []corev1.Taint{{Key: wellknown.ProviderTaintKey, Value: wellknown.ProviderTaintValue, Effect: corev1.TaintEffectNoSchedule}}
-	n.Annotations = map[string]string{wellknown.FitModelAnnotation: fit.Build(nodes, pods, nil).Encode()}
-	return n
+	return builder.VirtualNode(name).CPU("64").Pods("1000").Ready().ResourceVersion("1").
+		Taint(wellknown.ProviderTaintKey, wellknown.ProviderTaintValue, corev1.TaintEffectNoSchedule).
+		Annotation(wellknown.FitModelAnnotation, fit.Build(nodes, pods, nil).Encode()).Obj()
 }
+
+// inBeijing selects the virtual node of cluster beijing.
+var inBeijing = corev1.NodeSelectorRequirement{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"beijing"}}
 
 // fleetOfThree: beijing's two 32-cpu nodes have 12 free each (24 in sum),
 // hangzhou has one 64-cpu node with disk=ssd, shenzhen one 64-cpu node.
 func fleetOfThree() []client.Object {
 	return []client.Object{
-		modelled("beijing", []*corev1.Node{memberNode("bj-1", 32, nil, nil), memberNode("bj-2", 32, nil, nil)}, []*corev1.Pod{usingCPU("bj-1", "20"), usingCPU("bj-2", "20")}),
-		modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, nil),
-		modelled("shenzhen", []*corev1.Node{memberNode("sz-1", 64, nil, nil)}, nil),
+		modelled("beijing", []*corev1.Node{
+			builder.Node("bj-1").CPU("32").Memory("128Gi").Pods("110").Obj(),
+			builder.Node("bj-2").CPU("32").Memory("128Gi").Pods("110").Obj(),
+		}, []*corev1.Pod{builder.Pod("").Node("bj-1").CPU("20").Obj(), builder.Pod("").Node("bj-2").CPU("20").Obj()}),
+		modelled("hangzhou", []*corev1.Node{builder.Node("hz-1").Label("disk", "ssd").CPU("64").Memory("128Gi").Pods("110").Obj()}, nil),
+		modelled("shenzhen", []*corev1.Node{builder.Node("sz-1").CPU("64").Memory("128Gi").Pods("110").Obj()}, nil),
 	}
-}
-
-type podOption func(*corev1.Pod)
-
-func requestsCPU(cpu string) podOption {
-	return func(p *corev1.Pod) {
-		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
-	}
-}
-
-func nodeSelector(k, v string) podOption {
-	return func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{k: v} }
-}
-
-func prefers(cluster string) podOption {
-	return func(p *corev1.Pod) {
-		p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: wellknown.ClusterLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster}}}},
-		}}}}
-	}
-}
-
-func ofReplicaSet(uid string) podOption {
-	return func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: types.UID(uid), Controller: ptr.To(true)}}
-	}
-}
-
-func tolerating() podOption {
-	return func(p *corev1.Pod) {
-		p.Spec.Tolerations = append(p.Spec.Tolerations, corev1.Toleration{Key: wellknown.ProviderTaintKey, Operator: corev1.TolerationOpExists})
-	}
-}
-
-func newPod(opts ...podOption) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "shop"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
-	for _, o := range opts {
-		o(p)
-	}
-	return p
 }
 
 // admit sends pod through the pod webhook with objs in the cache, and
@@ -133,7 +75,7 @@ func admit(t testing.TB, h *PodPlacer, pod *corev1.Pod) *corev1.Pod {
 func fitWebhook(t testing.TB, objs ...client.Object) (*PodPlacer, *fitter) {
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		WithIndex(&corev1.Pod{}, gatedIndex, gatedValue).
 		Build()
 	f := newFitter(c, clocktesting.NewFakeClock(time.Now()), time.Minute)
@@ -169,13 +111,13 @@ func TestAdmissionPlacesPodsWhereTheyFit(t *testing.T) {
 		// moved it out of the host's view.
 		member map[string]string
 	}{
-		"fits everywhere: unchanged": {pod: newPod(tolerating(), requestsCPU("8")), bindable: []string{"beijing", "hangzhou", "shenzhen"}},
-		"fragmented beijing is left out, whatever the pod prefers": {pod: newPod(tolerating(), requestsCPU("20"), prefers("beijing")),
+		"fits everywhere: unchanged": {pod: builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("8").Obj(), bindable: []string{"beijing", "hangzhou", "shenzhen"}},
+		"fragmented beijing is left out, whatever the pod prefers": {pod: builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("20").PreferredNodeAffinity(100, inBeijing).Obj(),
 			bindable: []string{"hangzhou", "shenzhen"}, verdict: "2/3 clusters can run this pod: beijing: no node with 20 cpu free (largest 12)"},
-		"a label one member node carries": {pod: newPod(tolerating(), nodeSelector("disk", "ssd")), bindable: []string{"hangzhou"},
+		"a label one member node carries": {pod: builder.Pod("web-abc").Namespace("shop").Container("c").Tolerate(wellknown.ProviderTaintKey).NodeSelector("disk", "ssd").Obj(), bindable: []string{"hangzhou"},
 			member: map[string]string{"disk": "ssd"}, verdict: "1/3 clusters can run this pod: beijing: no node matches disk=ssd; shenzhen: no node matches disk=ssd"},
-		"nowhere: held in the host (the gate says why)": {pod: newPod(tolerating(), requestsCPU("100")), gated: true},
-		"not for virtual nodes: untouched":              {pod: newPod(requestsCPU("100"))},
+		"nowhere: held in the host (the gate says why)": {pod: builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("100").Obj(), gated: true},
+		"not for virtual nodes: untouched":              {pod: builder.Pod("web-abc").Namespace("shop").CPU("100").Obj()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs := fleetOfThree()
@@ -189,7 +131,7 @@ func TestAdmissionPlacesPodsWhereTheyFit(t *testing.T) {
 					t.Errorf("the host may bind it to %v, want %v", b, tc.bindable)
 				}
 			}
-			if v := got.Annotations[FitVerdictAnnotation]; v != tc.verdict {
+			if v := got.Annotations[wellknown.FitVerdictAnnotation]; v != tc.verdict {
 				t.Errorf("verdict %q, want %q", v, tc.verdict)
 			}
 			mc, moved, err := fit.MemberConstraintsOf(got)
@@ -214,25 +156,25 @@ func TestHandedBackClusterIsAvoided(t *testing.T) {
 	objs := fleetOfThree()
 	h, f := fitWebhook(t, objs...)
 	clk := f.clock.(*clocktesting.FakeClock)
-	failed := newPod(ofReplicaSet("rs-1"), tolerating())
-	failed.Spec.NodeName = "shenzhen"
+	failed := builder.Pod("web-abc").Namespace("shop").Container("c").ControlledBy("ReplicaSet", "web-1", "rs-1").Tolerate(wellknown.ProviderTaintKey).
+		Node("shenzhen").Obj()
 	g := &fitGate{fitter: f, recorder: events.NewFakeRecorder(10)}
-	g.observe(newPod(), &corev1.Pod{ObjectMeta: failed.ObjectMeta, Spec: failed.Spec, Status: corev1.PodStatus{
+	g.observe(builder.Pod("web-abc").Namespace("shop").Container("c").Obj(), &corev1.Pod{ObjectMeta: failed.ObjectMeta, Spec: failed.Spec, Status: corev1.PodStatus{
 		Phase: corev1.PodFailed, Reason: wellknown.ReasonMemberUnschedulable, Message: "0/1 nodes are available: 1 node(s) didn't match pod anti-affinity rules"}})
 
-	next := admit(t, h, newPod(ofReplicaSet("rs-1"), tolerating(), requestsCPU("1")))
+	next := admit(t, h, builder.Pod("web-abc").Namespace("shop").ControlledBy("ReplicaSet", "web-1", "rs-1").Tolerate(wellknown.ProviderTaintKey).CPU("1").Obj())
 	if b := hostCanBind(t, next, objs); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
 		t.Errorf("the replacement may go to %v, want beijing and hangzhou", b)
 	}
-	if v := next.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "shenzhen: handed back a pod of the same controller") || !strings.Contains(v, "anti-affinity") {
+	if v := next.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "shenzhen: handed back a pod of the same controller") || !strings.Contains(v, "anti-affinity") {
 		t.Errorf("verdict %q does not say why shenzhen was avoided", v)
 	}
-	other := admit(t, h, newPod(ofReplicaSet("rs-2"), tolerating(), requestsCPU("1")))
+	other := admit(t, h, builder.Pod("web-abc").Namespace("shop").ControlledBy("ReplicaSet", "web-1", "rs-2").Tolerate(wellknown.ProviderTaintKey).CPU("1").Obj())
 	if b := hostCanBind(t, other, objs); len(b) != 3 {
 		t.Errorf("another controller's pod may only go to %v", b)
 	}
 	clk.Step(2 * time.Minute)
-	later := admit(t, h, newPod(ofReplicaSet("rs-1"), tolerating(), requestsCPU("1")))
+	later := admit(t, h, builder.Pod("web-abc").Namespace("shop").ControlledBy("ReplicaSet", "web-1", "rs-1").Tolerate(wellknown.ProviderTaintKey).CPU("1").Obj())
 	if b := hostCanBind(t, later, objs); len(b) != 3 {
 		t.Errorf("after the cooldown, the controller's pods may only go to %v", b)
 	}
@@ -250,7 +192,8 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	objs := fleetOfThree()
 	h, f := fitWebhook(t, objs...)
 	// hangzhou's node, the one with disk=ssd, is busy: 40 cpu used of 64.
-	hz := modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, []*corev1.Pod{usingCPU("hz-1", "40")})
+	hz := modelled("hangzhou", []*corev1.Node{builder.Node("hz-1").Label("disk", "ssd").CPU("64").Memory("128Gi").Pods("110").Obj()},
+		[]*corev1.Pod{builder.Pod("").Node("hz-1").CPU("40").Obj()})
 	hz.ResourceVersion = ""
 	c := f.cache.(client.Client)
 	var cur corev1.Node
@@ -261,7 +204,7 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	if err := c.Update(context.Background(), &cur); err != nil {
 		t.Fatal(err)
 	}
-	held := admit(t, h, newPod(tolerating(), requestsCPU("40"), nodeSelector("disk", "ssd")))
+	held := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("40").NodeSelector("disk", "ssd").Obj())
 	if !gated(held) {
 		t.Fatalf("a pod that fits nowhere was not held: %+v", held.Spec)
 	}
@@ -280,14 +223,14 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, EventNoClusterFits) || !strings.Contains(e, "hangzhou: no node with 40 cpu free (largest 24)") {
+		if !strings.Contains(e, wellknown.EventNoClusterFits) || !strings.Contains(e, "hangzhou: no node with 40 cpu free (largest 24)") {
 			t.Errorf("event %q", e)
 		}
 	default:
 		t.Error("no event says why the pod waits")
 	}
 
-	hz = modelled("hangzhou", []*corev1.Node{memberNode("hz-1", 64, map[string]string{"disk": "ssd"}, nil)}, nil)
+	hz = modelled("hangzhou", []*corev1.Node{builder.Node("hz-1").Label("disk", "ssd").CPU("64").Memory("128Gi").Pods("110").Obj()}, nil)
 	if err := c.Get(context.Background(), client.ObjectKey{Name: "hangzhou"}, &cur); err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +267,7 @@ func TestGateReleasesWhenAClusterFits(t *testing.T) {
 	}
 	select {
 	case e := <-rec.Events:
-		if !strings.Contains(e, EventClusterFits) {
+		if !strings.Contains(e, wellknown.EventClusterFits) {
 			t.Errorf("event %q", e)
 		}
 	default:
@@ -342,26 +285,25 @@ func nodeAffinityMatches(pod *corev1.Pod, n *corev1.Node) (bool, error) {
 // member, where the autoscaler sees it, whatever shenzhen's sum says.
 func TestGrowableClusterTakesWhatFitsNowhere(t *testing.T) {
 	grow := func(name string, nodes []*corev1.Node) *corev1.Node {
-		n := virtualNode(name)
-		n.ResourceVersion = "1"
-		n.Annotations = map[string]string{wellknown.FitModelAnnotation: fit.Build(nodes, []*corev1.Pod{usingCPU(nodes[0].Name, "30")}, []fit.NodeShape{}).Encode()}
-		return n
+		model := fit.Build(nodes, []*corev1.Pod{builder.Pod("").Node(nodes[0].Name).CPU("30").Obj()}, []fit.NodeShape{})
+		return builder.VirtualNode(name).CPU("64").Pods("1000").Ready().ResourceVersion("1").
+			Annotation(wellknown.FitModelAnnotation, model.Encode()).Obj()
 	}
 	objs := fleetOfThree()
-	objs[1] = grow("hangzhou", []*corev1.Node{memberNode("hz-1", 32, nil, nil)})
-	objs[2] = grow("shenzhen", []*corev1.Node{memberNode("sz-1", 64, nil, nil)})
+	objs[1] = grow("hangzhou", []*corev1.Node{builder.Node("hz-1").CPU("32").Memory("128Gi").Pods("110").Obj()})
+	objs[2] = grow("shenzhen", []*corev1.Node{builder.Node("sz-1").CPU("64").Memory("128Gi").Pods("110").Obj()})
 	h, _ := fitWebhook(t, objs...)
 	for i := range 3 {
-		got := admit(t, h, newPod(tolerating(), requestsCPU("48")))
-		if got.Spec.NodeName != "shenzhen" || got.Annotations[GrowAnnotation] != "shenzhen" || gated(got) {
-			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want shenzhen, the one whose largest node holds 48 cpu", i, got.Spec.NodeName, got.Annotations[GrowAnnotation], gated(got))
+		got := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("48").Obj())
+		if got.Spec.NodeName != "shenzhen" || got.Annotations[wellknown.WaitingForNodeAnnotation] != "shenzhen" || gated(got) {
+			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want shenzhen, the one whose largest node holds 48 cpu", i, got.Spec.NodeName, got.Annotations[wellknown.WaitingForNodeAnnotation], gated(got))
 		}
 	}
-	small := admit(t, h, newPod(tolerating(), requestsCPU("24")))
+	small := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("24").Obj())
 	if small.Spec.NodeName != "" {
 		t.Errorf("a pod that fits shenzhen's node now was bound to %s", small.Spec.NodeName)
 	}
-	huge := admit(t, h, newPod(tolerating(), requestsCPU("100")))
+	huge := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("100").Obj())
 	if huge.Spec.NodeName != "" || !gated(huge) {
 		t.Errorf("a pod no node shape holds went to %q (gated %v), want held", huge.Spec.NodeName, gated(huge))
 	}
@@ -376,18 +318,14 @@ func TestDataGravity(t *testing.T) {
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "flotilla-beijing-1"}}
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-beijing-1", Labels: map[string]string{wellknown.ClusterLabel: "beijing"}},
 		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: wellknown.VolumeDriver, VolumeHandle: "x"}}}}
-	withData := func(p *corev1.Pod) {
-		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-db-0"}}}}
-	}
 
 	objs := fleetOfThree()
 	h, _ := fitWebhook(t, append(objs, claim, pv)...)
-	got := admit(t, h, newPod(tolerating(), requestsCPU("1"), withData))
+	got := admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("1").Claim("data", "data-db-0").Obj())
 	if b := hostCanBind(t, got, objs); !slices.Equal(b, []string{"beijing"}) {
 		t.Errorf("the pod may go to %v, want beijing alone", b)
 	}
-	if v := got.Annotations[FitVerdictAnnotation]; !strings.Contains(v, "hangzhou: claim data-db-0 holds its data in cluster beijing") {
+	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "hangzhou: claim data-db-0 holds its data in cluster beijing") {
 		t.Errorf("verdict %q", v)
 	}
 
@@ -397,7 +335,7 @@ func TestDataGravity(t *testing.T) {
 	bj.Spec.Taints = append(bj.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoSchedule})
 	bj.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Message: "Kubelet stopped posting node status."}}
 	h, f := fitWebhook(t, append(dark, claim, pv)...)
-	got = admit(t, h, newPod(tolerating(), requestsCPU("1"), withData))
+	got = admit(t, h, builder.Pod("web-abc").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("1").Claim("data", "data-db-0").Obj())
 	if !gated(got) {
 		t.Fatal("the pod was let go while its cluster is dark")
 	}

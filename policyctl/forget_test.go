@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
-	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/internal/builder"
 )
 
 func testScheme(t testing.TB) *runtime.Scheme {
@@ -34,16 +33,6 @@ func testScheme(t testing.TB) *runtime.Scheme {
 	return s
 }
 
-func virtualNode(name string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.TypeLabel: wellknown.TypeValue, wellknown.ClusterLabel: name}},
-		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourcePods: resource.MustParse("1000")},
-			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-		},
-	}
-}
-
 // TestTemplateChurnLeavesNoState places, evicts for and assigns pods of
 // 10,000 templates that then go away, and checks that the placer, the
 // rebalancer and the ledger are left holding nothing of them.
@@ -54,10 +43,10 @@ func TestTemplateChurnLeavesNoState(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "pol"},
 		Spec:       policyv1alpha1.PropagationSpec{ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "apps/v1", Kind: "Deployment"}}},
 	}
-	objs := []client.Object{pol, virtualNode("beijing"), virtualNode("hangzhou")}
+	objs := []client.Object{pol, builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj(), builder.VirtualNode("hangzhou").CPU("64").Pods("1000").Ready().Obj()}
 	deployments := make([]*appsv1.Deployment, n)
 	for i := range deployments {
-		deployments[i] = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("web-%d", i), Namespace: "shop", UID: types.UID(fmt.Sprintf("tpl-%d", i))}}
+		deployments[i] = builder.Deployment(fmt.Sprintf("web-%d", i)).Namespace("shop").UID(fmt.Sprintf("tpl-%d", i)).Obj()
 		objs = append(objs, deployments[i])
 	}
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).

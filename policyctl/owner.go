@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/workload"
 )
 
@@ -22,7 +23,7 @@ type Template struct {
 	// Labels are the template's own labels, which labelSelectors match.
 	Labels map[string]string
 	// DerivedCluster is set when the pod belongs to the template's derived
-	// workload for that cluster (see DerivedAnnotation).
+	// workload for that cluster (see wellknown.DerivedAnnotation).
 	DerivedCluster string
 }
 
@@ -59,7 +60,7 @@ func TemplateOf(ctx context.Context, r client.Reader, pod *corev1.Pod) (Template
 		gvk := o.Adapter.GroupVersionKind()
 		t = templateOf(o.Object, gvk.GroupVersion().String(), gvk.Kind)
 		t.DerivedCluster = derived
-		if c := o.Object.GetAnnotations()[DerivedAnnotation]; c != "" {
+		if c := o.Object.GetAnnotations()[wellknown.DerivedAnnotation]; c != "" {
 			t.DerivedCluster = c
 		}
 	}

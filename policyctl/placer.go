@@ -16,11 +16,12 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 	"flotilla.io/flotilla/workload"
 )
 
-// Pod cache indexes: by TemplateAnnotation, and by the node a pod is bound to.
+// Pod cache indexes: by wellknown.TemplateAnnotation, and by the node a pod is bound to.
 const (
 	templateIndex = "policy.flotilla.io/template-uid"
 	nodeIndex     = "spec.nodeName"
@@ -175,17 +176,17 @@ func (p *placer) live(ctx context.Context, tpl Template) (liveView, error) {
 	}
 	v := liveView{counts: map[string]int32{}, seen: map[string]bool{}, costs: map[string]map[int32]bool{}, revisions: map[string]bool{}}
 	for _, pod := range pods {
-		v.seen[pod.Annotations[AssignmentAnnotation]] = true
+		v.seen[pod.Annotations[wellknown.AssignmentAnnotation]] = true
 		if podstate.Leaving(pod) {
 			continue
 		}
 		v.revisions[revisionOf(pod)] = true
-		c := pod.Annotations[ClusterAnnotation]
+		c := pod.Annotations[wellknown.PolicyClusterAnnotation]
 		if c == "" {
 			continue
 		}
 		v.counts[c]++
-		if cost, err := strconv.ParseInt(pod.Annotations[DeletionCostAnnotation], 10, 32); err == nil {
+		if cost, err := strconv.ParseInt(pod.Annotations[wellknown.DeletionCostAnnotation], 10, 32); err == nil {
 			if v.costs[c] == nil {
 				v.costs[c] = map[int32]bool{}
 			}

@@ -3,30 +3,15 @@ package policyctl
 import (
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
-
-func cpuSpec(cpu string) corev1.PodSpec {
-	return corev1.PodSpec{Containers: []corev1.Container{{Name: "c",
-		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}
-}
-
-func cpuPod(name, node, template, cpu string) *corev1.Pod {
-	spec := cpuSpec(cpu)
-	spec.NodeName = node
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: map[string]string{TemplateAnnotation: template}},
-		Spec:       spec,
-	}
-}
 
 // TestPlacementCountsPodsOnVirtualNodes checks the free capacity a decision
 // sees: the pods bound to a virtual node use it, except the template's own
@@ -37,11 +22,11 @@ func TestPlacementCountsPodsOnVirtualNodes(t *testing.T) {
 		pod  *corev1.Pod
 		want string // the clusterAffinities group chosen
 	}{
-		"beijing full":                {cpuPod("other", "beijing", "other", "2"), "hangzhou"},
-		"beijing full of its own":     {cpuPod("own", "beijing", "tpl", "2"), "beijing"},
-		"a pod on a host node":        {cpuPod("host", "control-plane", "other", "2"), "beijing"},
-		"a pod not bound":             {cpuPod("pending", "", "other", "2"), "beijing"},
-		"beijing half used by others": {cpuPod("other", "beijing", "other", "1"), "beijing"},
+		"beijing full":                {builder.Pod("other").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("beijing").CPU("2").Obj(), "hangzhou"},
+		"beijing full of its own":     {builder.Pod("own").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "tpl").Node("beijing").CPU("2").Obj(), "beijing"},
+		"a pod on a host node":        {builder.Pod("host").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("control-plane").CPU("2").Obj(), "beijing"},
+		"a pod not bound":             {builder.Pod("pending").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").CPU("2").Obj(), "beijing"},
+		"beijing half used by others": {builder.Pod("other").Namespace("shop").Annotation(wellknown.TemplateAnnotation, "other").Node("beijing").CPU("1").Obj(), "beijing"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -55,14 +40,10 @@ func TestPlacementCountsPodsOnVirtualNodes(t *testing.T) {
 					}},
 				},
 			}
-			bj, hz := virtualNode("beijing"), virtualNode("hangzhou")
-			bj.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("2")
-			host := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "control-plane"},
-				Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}
-			web := &appsv1.Deployment{
-				ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "tpl"},
-				Spec:       appsv1.DeploymentSpec{Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{Spec: cpuSpec("1")}},
-			}
+			bj := builder.VirtualNode("beijing").CPU("2").Pods("1000").Ready().Obj()
+			hz := builder.VirtualNode("hangzhou").CPU("64").Pods("1000").Ready().Obj()
+			host := builder.Node("control-plane").CPU("2").Obj()
+			web := builder.Deployment("web").Namespace("shop").UID("tpl").Replicas(1).Template(builder.Pod("").CPU("1").Obj().Spec).Obj()
 			c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, bj, hz, host, web, tc.pod).
 				WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 				Build()
@@ -86,7 +67,8 @@ func TestDecisionKey(t *testing.T) {
 			ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}}}}
 	c := candidate{pol, &pol.Spec}
 	nodes := func(change func(bj, hz *corev1.Node)) []corev1.Node {
-		bj, hz := virtualNode("beijing"), virtualNode("hangzhou")
+		bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+		hz := builder.VirtualNode("hangzhou").CPU("64").Pods("1000").Ready().Obj()
 		change(bj, hz)
 		return []corev1.Node{*bj, *hz}
 	}

@@ -9,26 +9,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// Annotations the webhook writes on the pods it places.
-const (
-	// PlacementAnnotation names the policy that placed the pod, as
-	// "PropagationPolicy/<namespace>/<name>" or "ClusterPropagationPolicy/<name>".
-	PlacementAnnotation = "policy.flotilla.io/placement"
-	// TemplateAnnotation is the UID of the pod's template, by which the
-	// webhook counts a template's pods.
-	TemplateAnnotation = "policy.flotilla.io/template-uid"
-	// ClusterAnnotation is the one cluster a pod was placed in: assigned
-	// to a Divided template's pod, or where a Duplicated template or its
-	// copy runs.
-	ClusterAnnotation = "policy.flotilla.io/cluster"
-	// AssignmentAnnotation identifies one assignment, so the webhook can
-	// tell when the pod cache has caught up with it.
-	AssignmentAnnotation = "policy.flotilla.io/assignment"
-	// DeletionCostAnnotation is read by the ReplicaSet controller: on scale
-	// down it deletes pods of lower cost first.
-	DeletionCostAnnotation = "controller.kubernetes.io/pod-deletion-cost"
-)
-
 // virtualNodeToleration lets a pod onto virtual nodes; only placed pods
 // get it, which is what holds back a selected template's pods while the
 // webhook is unavailable (docs/policies.md).
@@ -81,14 +61,14 @@ func place(pod *corev1.Pod, p podPlacement) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[PlacementAnnotation] = p.policy
-	pod.Annotations[TemplateAnnotation] = p.template
+	pod.Annotations[wellknown.PlacementAnnotation] = p.policy
+	pod.Annotations[wellknown.TemplateAnnotation] = p.template
 	if len(clusters) == 1 {
-		pod.Annotations[ClusterAnnotation] = clusters[0]
+		pod.Annotations[wellknown.PolicyClusterAnnotation] = clusters[0]
 	}
 	if p.assigned != "" {
-		pod.Annotations[ClusterAnnotation] = p.assigned
-		pod.Annotations[AssignmentAnnotation] = p.assignmentID
-		pod.Annotations[DeletionCostAnnotation] = strconv.FormatInt(int64(p.deletionCost), 10)
+		pod.Annotations[wellknown.PolicyClusterAnnotation] = p.assigned
+		pod.Annotations[wellknown.AssignmentAnnotation] = p.assignmentID
+		pod.Annotations[wellknown.DeletionCostAnnotation] = strconv.FormatInt(int64(p.deletionCost), 10)
 	}
 }

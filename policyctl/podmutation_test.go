@@ -30,7 +30,7 @@ func TestPlace(t *testing.T) {
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{in("beijing")}}}}}},
 			},
-			ann: map[string]string{PlacementAnnotation: "PropagationPolicy/web/p", TemplateAnnotation: "uid-1", ClusterAnnotation: "beijing"},
+			ann: map[string]string{wellknown.PlacementAnnotation: "PropagationPolicy/web/p", wellknown.TemplateAnnotation: "uid-1", wellknown.PolicyClusterAnnotation: "beijing"},
 		},
 		"divided: the one assigned cluster, ANDed into each of the pod's own terms": {
 			spec: corev1.PodSpec{
@@ -48,8 +48,8 @@ func TestPlace(t *testing.T) {
 						{MatchExpressions: []corev1.NodeSelectorRequirement{ssd, in("hangzhou")}},
 					}}}},
 			},
-			ann: map[string]string{PlacementAnnotation: "ClusterPropagationPolicy/p", TemplateAnnotation: "uid-2",
-				ClusterAnnotation: "hangzhou", AssignmentAnnotation: "a1", DeletionCostAnnotation: "-3"},
+			ann: map[string]string{wellknown.PlacementAnnotation: "ClusterPropagationPolicy/p", wellknown.TemplateAnnotation: "uid-2",
+				wellknown.PolicyClusterAnnotation: "hangzhou", wellknown.AssignmentAnnotation: "a1", wellknown.DeletionCostAnnotation: "-3"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -21,26 +21,10 @@ import (
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/propagation"
 	"flotilla.io/flotilla/workload"
 )
-
-// Event reasons, on the template the user looks at.
-const (
-	// EventPlacementFailed: the template's policy cannot place it now.
-	EventPlacementFailed = "PlacementFailed"
-	// EventUnplacedPodRecreated: a pod admitted while the webhook was
-	// unavailable was deleted so that its controller recreates it placed.
-	EventUnplacedPodRecreated = "UnplacedPodRecreated"
-)
-
-// ConditionReady is the policy condition that says whether every template
-// it selects is placed.
-const ConditionReady = "Ready"
-
-// ReasonInvalidPolicy: a stored policy fails validation (it was stored
-// before the webhook checked it); the condition's message says why.
-const ReasonInvalidPolicy = "InvalidPolicy"
 
 // policyReconciler records, in a policy's status, the templates it places
 // and where, reports templates it cannot place, and recreates pods of its
@@ -90,7 +74,7 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 		case errors.As(err, &unschedulable):
 			problems = append(problems, fmt.Sprintf("%s: %s", tpl, err))
 			if obj, _, gerr := getTemplate(ctx, r.client, tpl); gerr == nil {
-				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, EventPlacementFailed, "Place",
+				r.recorder.Eventf(obj, nil, corev1.EventTypeWarning, wellknown.EventPlacementFailed, "Place",
 					"%s cannot place it: %s", pl.policy, err)
 			}
 		case err != nil:
@@ -139,12 +123,12 @@ func (r *policyReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctr
 	next.ObservedGeneration = pol.GetGeneration()
 	next.Templates = templates
 	next.MatchedTemplates = int32(len(templates))
-	cond := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Placed",
+	cond := metav1.Condition{Type: policyv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: wellknown.ReasonPlaced,
 		Message: fmt.Sprintf("%d templates placed", len(templates)), ObservedGeneration: pol.GetGeneration()}
 	if len(problems) > 0 {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, EventPlacementFailed, strings.Join(problems, "; ")
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, wellknown.EventPlacementFailed, strings.Join(problems, "; ")
 		if len(invalid) > 0 {
-			cond.Reason = ReasonInvalidPolicy
+			cond.Reason = wellknown.ReasonInvalidPolicy
 		}
 	}
 	meta.SetStatusCondition(&next.Conditions, cond)
@@ -194,7 +178,7 @@ func (r *policyReconciler) selected(ctx context.Context, pol client.Object, spec
 		for _, obj := range k.Items(list) {
 			t := templateOf(obj, sel.APIVersion, gvk.Kind)
 			if seen[t.Key()] || !c.selects(t) || obj.GetDeletionTimestamp() != nil ||
-				obj.GetAnnotations()[DerivedAnnotation] != "" {
+				obj.GetAnnotations()[wellknown.DerivedAnnotation] != "" {
 				continue
 			}
 			if k.PodTemplatePath() == "" && metav1.GetControllerOf(obj) != nil {
@@ -245,7 +229,7 @@ func (r *policyReconciler) recreateUnplaced(ctx context.Context, tpl Template) e
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Spec.NodeName != "" || podstate.Leaving(p) || p.Annotations[TemplateAnnotation] != "" {
+		if p.Spec.NodeName != "" || podstate.Leaving(p) || p.Annotations[wellknown.TemplateAnnotation] != "" {
 			continue
 		}
 		owner, err := TemplateOf(ctx, r.client, p)
@@ -256,7 +240,7 @@ func (r *policyReconciler) recreateUnplaced(ctx context.Context, tpl Template) e
 			return fmt.Errorf("delete unplaced pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 		if obj, _, err := getTemplate(ctx, r.client, tpl); err == nil {
-			r.recorder.Eventf(obj, p, corev1.EventTypeNormal, EventUnplacedPodRecreated, "Delete",
+			r.recorder.Eventf(obj, p, corev1.EventTypeNormal, wellknown.EventUnplacedPodRecreated, "Delete",
 				"Pod %s was admitted without a placement and is recreated through the placement webhook", p.Name)
 		}
 	}

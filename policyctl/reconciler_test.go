@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -23,6 +22,8 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // reconcilerFor runs a propagation policy reconciler over objs.
@@ -31,7 +32,7 @@ func reconcilerFor(t *testing.T, funcs interceptor.Funcs, objs ...client.Object)
 	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
 		WithStatusSubresource(&policyv1alpha1.PropagationPolicy{}).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		WithInterceptorFuncs(funcs).
 		Build()
 	r := &policyReconciler{client: c, placer: newPlacer(c), recorder: events.NewFakeRecorder(100),
@@ -50,11 +51,6 @@ func webPolicy(selectors ...policyv1alpha1.ResourceSelector) *policyv1alpha1.Pro
 	}
 }
 
-func webDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}}
-}
-
 var deploymentSelector = policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 
 // TestStoredDaemonSetPolicyIsNotReady: a policy stored with a DaemonSet
@@ -62,7 +58,9 @@ var deploymentSelector = policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", 
 // condition, and still places the templates it validly selects.
 func TestStoredDaemonSetPolicyIsNotReady(t *testing.T) {
 	pol := webPolicy(deploymentSelector, policyv1alpha1.ResourceSelector{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "node-exporter"})
-	r, c := reconcilerFor(t, interceptor.Funcs{}, pol, webDeployment(), virtualNode("beijing"))
+	web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(2).Obj()
+	bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+	r, c := reconcilerFor(t, interceptor.Funcs{}, pol, web, bj)
 	if _, err := r.reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,9 +68,9 @@ func TestStoredDaemonSetPolicyIsNotReady(t *testing.T) {
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(pol), got); err != nil {
 		t.Fatal(err)
 	}
-	cond := meta.FindStatusCondition(got.Status.Conditions, ConditionReady)
-	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != ReasonInvalidPolicy || !strings.Contains(cond.Message, validation.MsgDaemonSet) {
-		t.Errorf("Ready condition = %+v, want False/%s saying %q", cond, ReasonInvalidPolicy, validation.MsgDaemonSet)
+	cond := meta.FindStatusCondition(got.Status.Conditions, policyv1alpha1.ConditionReady)
+	if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != wellknown.ReasonInvalidPolicy || !strings.Contains(cond.Message, validation.MsgDaemonSet) {
+		t.Errorf("Ready condition = %+v, want False/%s saying %q", cond, wellknown.ReasonInvalidPolicy, validation.MsgDaemonSet)
 	}
 	if len(got.Status.Templates) != 1 || got.Status.Templates[0].Name != "web" || len(got.Status.Templates[0].Clusters) != 1 {
 		t.Errorf("templates = %+v, want Deployment web placed on beijing", got.Status.Templates)
@@ -89,13 +87,15 @@ func TestReadErrorsKeepStatus(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			pol := webPolicy(deploymentSelector)
+			web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(2).Obj()
+			bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
 			fail := false
 			r, c := reconcilerFor(t, interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 				if fail && reflect.TypeOf(list) == reflect.TypeOf(failing) {
 					return errors.New("the server is currently unable to handle the request")
 				}
 				return c.List(ctx, list, opts...)
-			}}, pol, webDeployment(), virtualNode("beijing"))
+			}}, pol, web, bj)
 			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pol)}
 			if _, err := r.reconcile(t.Context(), req); err != nil {
 				t.Fatal(err)

@@ -1,3 +1,7 @@
+// This file wires the policy API into a controller-runtime manager: pod
+// indexes, the watches that drop per-template state with its template, the
+// propagation policy controllers, the fit gate and the webhooks.
+
 package policyctl
 
 import (
@@ -21,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/workload"
 )
 
@@ -50,8 +55,40 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 	if opts.RefusalCooldown <= 0 {
 		opts.RefusalCooldown = 2 * time.Minute
 	}
+	if err := indexPods(ctx, mgr); err != nil {
+		return err
+	}
+	pl := newPlacer(mgr.GetCache())
+	recorder := mgr.GetEventRecorder("flotilla-policy")
+	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
+	lg := newLedger(clock.RealClock{})
+	// What the placer, rebalancer and ledger keep per template goes with
+	// the template (a bare pod is its own template).
+	if err := watchTemplateDeletions(ctx, mgr, forgetDeleted(pl, rb, lg)); err != nil {
+		return err
+	}
+	if err := watchPlacedPods(ctx, mgr, lg); err != nil {
+		return err
+	}
+	for _, kind := range propagationPolicyKinds(mgr, log) {
+		r := &policyReconciler{client: mgr.GetClient(), placer: pl, recorder: recorder, rebalance: rb, newPolicy: kind.newPolicy}
+		if err := setupPolicyController(mgr, kind, r); err != nil {
+			return err
+		}
+	}
+	fitter := newFitter(mgr.GetCache(), clock.RealClock{}, opts.RefusalCooldown)
+	if err := setupFitGate(ctx, mgr, fitter, recorder, opts.RefusalCooldown/2); err != nil {
+		return err
+	}
+	registerWebhooks(mgr, log, pl, lg, fitter)
+	return nil
+}
+
+// indexPods indexes the cached pods by template, by node and by whether
+// the fit gate holds them.
+func indexPods(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, templateIndex, func(o client.Object) []string {
-		if uid := o.GetAnnotations()[TemplateAnnotation]; uid != "" {
+		if uid := o.GetAnnotations()[wellknown.TemplateAnnotation]; uid != "" {
 			return []string{uid}
 		}
 		return nil
@@ -69,13 +106,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, gatedIndex, gatedValue); err != nil {
 		return fmt.Errorf("index pods held by the fit gate: %w", err)
 	}
-	pl := newPlacer(mgr.GetCache())
-	recorder := mgr.GetEventRecorder("flotilla-policy")
-	rb := &rebalancer{client: mgr.GetClient(), clock: clock.RealClock{}, interval: opts.RebalanceInterval, last: map[types.UID]time.Time{}}
-	lg := newLedger(clock.RealClock{})
-	// What the placer, rebalancer and ledger keep per template goes with
-	// the template (a bare pod is its own template).
-	forget := forgetDeleted(pl, rb, lg)
+	return nil
+}
+
+// watchTemplateDeletions hands forget the deletion of every workload
+// template.
+func watchTemplateDeletions(ctx context.Context, mgr ctrl.Manager, forget toolscache.ResourceEventHandler) error {
 	for _, k := range workload.All() {
 		inf, err := mgr.GetCache().GetInformer(ctx, k.New())
 		if err != nil {
@@ -85,23 +121,39 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 			return fmt.Errorf("watch %s deletions: %w", k.GroupVersionKind().Kind, err)
 		}
 	}
+	return nil
+}
+
+// watchPlacedPods tells the ledger of every pod that arrives with an
+// assignment.
+func watchPlacedPods(ctx context.Context, mgr ctrl.Manager, lg *ledger) error {
 	pods, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
 		return fmt.Errorf("pod informer: %w", err)
 	}
 	if _, err := pods.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(o any) {
-		if p, ok := o.(*corev1.Pod); ok && p.Annotations[AssignmentAnnotation] != "" {
-			lg.arrived(types.UID(p.Annotations[TemplateAnnotation]), p.Annotations[AssignmentAnnotation])
+		if p, ok := o.(*corev1.Pod); ok && p.Annotations[wellknown.AssignmentAnnotation] != "" {
+			lg.arrived(types.UID(p.Annotations[wellknown.TemplateAnnotation]), p.Annotations[wellknown.AssignmentAnnotation])
 		}
 	}}); err != nil {
 		return fmt.Errorf("watch placed pods: %w", err)
 	}
+	return nil
+}
 
-	for _, kind := range []struct {
-		name      string
-		newPolicy func() client.Object
-		list      func(ctx context.Context, namespace string) []reconcile.Request
-	}{
+// policyKind is a kind of propagation policy: its controller's name, a new
+// policy of it, and the policies to recompute after a change in a
+// namespace ("" for all).
+type policyKind struct {
+	name      string
+	newPolicy func() client.Object
+	list      func(ctx context.Context, namespace string) []reconcile.Request
+}
+
+// propagationPolicyKinds are PropagationPolicy and ClusterPropagationPolicy,
+// listed from mgr's cache.
+func propagationPolicyKinds(mgr ctrl.Manager, log logrus.FieldLogger) []policyKind {
+	return []policyKind{
 		{"propagationpolicy", func() client.Object { return &policyv1alpha1.PropagationPolicy{} }, func(ctx context.Context, ns string) []reconcile.Request {
 			var l policyv1alpha1.PropagationPolicyList
 			if err := mgr.GetCache().List(ctx, &l, client.InNamespace(ns)); err != nil {
@@ -118,42 +170,44 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 			}
 			return requests(objects(l.Items))
 		}},
-	} {
-		r := &policyReconciler{client: mgr.GetClient(), placer: pl, recorder: recorder, rebalance: rb, newPolicy: kind.newPolicy}
-		byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			return kind.list(ctx, o.GetNamespace())
-		})
-		all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if n, ok := o.(*corev1.Node); ok && !isVirtualNode(n) {
-				return nil
-			}
-			return kind.list(ctx, "")
-		})
-		b := ctrl.NewControllerManagedBy(mgr).Named(kind.name).For(kind.newPolicy()).
-			Watches(&corev1.Node{}, all).
-			// Pods change templates' current replicas, and a pod admitted
-			// unplaced must be recreated.
-			Watches(&corev1.Pod{}, byNamespace)
-		for _, k := range workload.Controllers() {
-			b = b.Watches(k.New(), byNamespace)
-		}
-		if err := b.Complete(r); err != nil {
-			return fmt.Errorf("set up %s controller: %w", kind.name, err)
-		}
 	}
+}
 
-	fitter := newFitter(mgr.GetCache(), clock.RealClock{}, opts.RefusalCooldown)
-	if err := setupFitGate(ctx, mgr, fitter, recorder, opts.RefusalCooldown/2); err != nil {
-		return err
+// setupPolicyController registers r as kind's controller, recomputing the
+// kind's policies when a virtual node, a pod or a workload controller
+// changes.
+func setupPolicyController(mgr ctrl.Manager, kind policyKind, r *policyReconciler) error {
+	byNamespace := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		return kind.list(ctx, o.GetNamespace())
+	})
+	all := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		if n, ok := o.(*corev1.Node); ok && !isVirtualNode(n) {
+			return nil
+		}
+		return kind.list(ctx, "")
+	})
+	b := ctrl.NewControllerManagedBy(mgr).Named(kind.name).For(kind.newPolicy()).
+		Watches(&corev1.Node{}, all).
+		// Pods change templates' current replicas, and a pod admitted
+		// unplaced must be recreated.
+		Watches(&corev1.Pod{}, byNamespace)
+	for _, k := range workload.Controllers() {
+		b = b.Watches(k.New(), byNamespace)
 	}
+	if err := b.Complete(r); err != nil {
+		return fmt.Errorf("set up %s controller: %w", kind.name, err)
+	}
+	return nil
+}
 
+// registerWebhooks serves the pod placer and the policy validator.
+func registerWebhooks(mgr ctrl.Manager, log logrus.FieldLogger, pl *placer, lg *ledger, f *fitter) {
 	hook := mgr.GetWebhookServer()
 	hook.Register(PodWebhookPath, &webhook.Admission{Handler: &PodPlacer{
-		cache: mgr.GetCache(), placer: pl, ledger: lg, fitter: fitter,
+		cache: mgr.GetCache(), placer: pl, ledger: lg, fitter: f,
 		decoder: admission.NewDecoder(mgr.GetScheme()), log: log.WithField("webhook", "pod"),
 	}})
 	hook.Register(PolicyWebhookPath, &webhook.Admission{Handler: &PolicyValidator{decoder: admission.NewDecoder(mgr.GetScheme())}})
-	return nil
 }
 
 func requests(objs []client.Object) []reconcile.Request {

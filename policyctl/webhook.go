@@ -88,7 +88,7 @@ func fitsApply(pod *corev1.Pod) bool {
 // placeByPolicy applies the placement of the policy that selects the pod,
 // if any, and reports whether it did, or why not.
 func (h *PodPlacer) placeByPolicy(ctx context.Context, pod *corev1.Pod) (bool, string, error) {
-	if _, done := pod.Annotations[PlacementAnnotation]; done {
+	if _, done := pod.Annotations[wellknown.PlacementAnnotation]; done {
 		return false, "already placed", nil
 	}
 	tpl, err := TemplateOf(ctx, h.cache, pod)

@@ -10,13 +10,10 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -25,6 +22,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
+	"flotilla.io/flotilla/internal/builder"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // TestWebhookPlacesWhatAPolicySelects admits pods the way the API server
@@ -42,29 +41,23 @@ func TestWebhookPlacesWhatAPolicySelects(t *testing.T) {
 			Placement: policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: []string{"beijing"}}},
 		},
 	}
-	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), web, rs).
+	web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(2).Obj()
+	rs := builder.ReplicaSet("web-1").Namespace("shop").UID("rs").ControlledBy("Deployment", "web", "dep").Obj()
+	bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, bj, web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 	h := &PodPlacer{cache: c, placer: newPlacer(c), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
 		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
 
-	owned := func(kind, name, uid string) []metav1.OwnerReference {
-		return []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: name, UID: types.UID(uid), Controller: ptr.To(true)}}
-	}
 	for name, tc := range map[string]struct {
 		pod    *corev1.Pod
 		placed bool
 	}{
-		"a Deployment's pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "web-1-", Labels: map[string]string{"app": "web"},
-			OwnerReferences: owned("ReplicaSet", "web-1", "rs")}}, true},
-		"a bare pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "agent", Labels: map[string]string{"app": "agent"}}}, true},
-		"a DaemonSet's pod": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "agent-", Labels: map[string]string{"app": "agent"},
-			OwnerReferences: owned("DaemonSet", "agent", "ds")}}, false},
+		"a Deployment's pod": {builder.Pod("").GenerateName("web-1-").Label("app", "web").ControlledBy("ReplicaSet", "web-1", "rs").Obj(), true},
+		"a bare pod":         {builder.Pod("agent").Label("app", "agent").Obj(), true},
+		"a DaemonSet's pod":  {builder.Pod("").GenerateName("agent-").Label("app", "agent").ControlledBy("DaemonSet", "agent", "ds").Obj(), false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.pod.Spec.Containers = []corev1.Container{{Name: "c", Image: "img"}}
@@ -101,7 +94,7 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 	const replicas = 30
 	c := twoToOne(t, replicas)
 	h := newTestPlacer(t, c)
-	raw, err := json.Marshal(replicaOf("web-1", nil))
+	raw, err := json.Marshal(builder.Pod("").GenerateName("web-1-").Namespace("shop").ControlledBy("ReplicaSet", "web-1", "rs").Container("c").Image("img").Obj())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,13 +109,13 @@ func TestConcurrentAdmissionsSplitExactly(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			cluster := placed.Annotations[ClusterAnnotation]
+			cluster := placed.Annotations[wellknown.PolicyClusterAnnotation]
 			mu.Lock()
 			defer mu.Unlock()
 			if costs[cluster] == nil {
 				costs[cluster] = map[string]bool{}
 			}
-			if cost := placed.Annotations[DeletionCostAnnotation]; costs[cluster][cost] {
+			if cost := placed.Annotations[wellknown.DeletionCostAnnotation]; costs[cluster][cost] {
 				t.Errorf("two pods in %s got pod-deletion-cost %s", cluster, cost)
 			} else {
 				costs[cluster][cost] = true
@@ -154,13 +147,13 @@ func twoToOne(t *testing.T, replicas int32) client.Client {
 			}},
 		},
 	}
-	web := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "dep"},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(replicas)}}
-	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop", UID: "rs",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "dep", Controller: ptr.To(true)}}}}
-	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, virtualNode("beijing"), virtualNode("hangzhou"), web, rs).
+	web := builder.Deployment("web").Namespace("shop").UID("dep").Replicas(replicas).Obj()
+	rs := builder.ReplicaSet("web-1").Namespace("shop").UID("rs").ControlledBy("Deployment", "web", "dep").Obj()
+	bj := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+	hz := builder.VirtualNode("hangzhou").CPU("64").Pods("1000").Ready().Obj()
+	return fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(pol, bj, hz, web, rs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
-		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[TemplateAnnotation]} }).
+		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		Build()
 }
 
@@ -168,13 +161,6 @@ func twoToOne(t *testing.T, replicas int32) client.Client {
 func newTestPlacer(t *testing.T, cache client.Reader) *PodPlacer {
 	return &PodPlacer{cache: cache, placer: newPlacer(cache), ledger: newLedger(clocktesting.NewFakeClock(time.Now())),
 		decoder: admission.NewDecoder(testScheme(t)), log: logrus.NewEntry(logrus.New())}
-}
-
-// replicaOf is a pod ReplicaSet rs creates, with labels.
-func replicaOf(rs string, labels map[string]string) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: rs + "-", Namespace: "shop", Labels: labels,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: "rs", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "img"}}}}
 }
 
 // admitCreate is the pod the webhook makes of the creation of pod raw in

@@ -39,15 +39,15 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
-	"flotilla.io/flotilla/internal/agent"
+	"flotilla.io/flotilla/flotillanode"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeconfig"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/logging"
 	"flotilla.io/flotilla/internal/memlimit"
-	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/provider/stats"
 )
@@ -184,120 +184,166 @@ func run() error {
 	if err := setupLogging(o); err != nil {
 		return err
 	}
-	if limit, err := memlimit.FromCgroup(); err != nil {
-		log.L.WithError(err).Warn("no soft memory limit for the Go runtime")
-	} else if limit > 0 {
-		log.L.WithField("bytes", limit).Info("Go runtime memory limit set below the container's")
-	}
+	setMemoryLimit()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if o.profilingAddress != "" {
-		go serveProfiling(ctx, o.profilingAddress)
-	}
-	shutdownTracing, err := startTracing(ctx, o)
+	flushTraces, err := startDiagnostics(ctx, o)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// The context is done by now; give the last spans a moment.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = shutdownTracing(ctx)
-	}()
-	reg, nodeMetrics, memberErrors, requests, err := newMetrics(o)
+	defer flushTraces()
+	m, err := newMetrics(o)
 	if err != nil {
 		return err
 	}
-
-	hostCfg, err := kubeconfig.Load("host", o.hostKubeconfig, true, o.hostQPS, o.hostBurst)
+	c, err := newClients(ctx, o, m)
 	if err != nil {
 		return err
 	}
-	memberCfg, err := kubeconfig.Load("member", o.memberKubeconfig, true, o.memberQPS, o.memberBurst)
-	if err != nil {
-		return err
-	}
-	if reg != nil {
-		telemetry.CountAPIErrors(memberCfg, memberErrors)
-		telemetry.CountAPIRequests(hostCfg, requests, "host")
-		telemetry.CountAPIRequests(memberCfg, requests, "member")
-	}
-	hostClient, err := kube.NewForConfig(builtInTypes(hostCfg))
-	if err != nil {
-		return fmt.Errorf("host client: %w", err)
-	}
-	memberClient, err := kube.NewForConfig(builtInTypes(memberCfg))
-	if err != nil {
-		return fmt.Errorf("member client: %w", err)
-	}
-	memberMetrics, err := metricsclient.NewForConfig(memberCfg)
-	if err != nil {
-		return fmt.Errorf("member metrics client: %w", err)
-	}
-	installation := o.installation
-	if installation == "" {
-		if installation, err = hostIdentity(ctx, hostClient); err != nil {
-			return err
-		}
-	}
-	nodeIP := o.nodeIP
-	if nodeIP == "" {
-		if nodeIP, err = firstNonLoopbackIP(); err != nil {
-			return err
-		}
-	}
-
 	virtualClusters, err := loadVirtualClusters(o)
 	if err != nil {
 		return err
 	}
 	if o.remove {
-		names := make([]string, 0, len(virtualClusters))
-		for _, vc := range virtualClusters {
-			names = append(names, vc.Name)
-		}
-		return agent.Remove(ctx, agent.RemoveConfig{HostClient: hostClient, MemberClient: memberClient,
-			Installation: installation, Nodes: names})
+		return remove(ctx, c, virtualClusters)
 	}
-	serving, err := servingCert(o, nodeIP)
+	serving, err := servingCert(o, c.nodeIP)
 	if err != nil {
 		return err
 	}
-	if reg != nil {
-		stop := serveMetrics(ctx, o.metricsAddress, reg)
+	if m.reg != nil {
+		stop := serveMetrics(ctx, o.metricsAddress, m.reg)
 		defer stop()
 	}
-	cfg := agent.Config{
-		HostClient:              hostClient,
-		HostConfig:              hostCfg,
-		MemberClient:            memberClient,
-		MemberConfig:            memberCfg,
-		Installation:            installation,
+	return runNodes(ctx, o, c, nodeConfig(ctx, o, c, m, virtualClusters, serving))
+}
+
+// setMemoryLimit gives the Go runtime a soft memory limit below the
+// container's, when it has one.
+func setMemoryLimit() {
+	if limit, err := memlimit.FromCgroup(); err != nil {
+		log.L.WithError(err).Warn("no soft memory limit for the Go runtime")
+	} else if limit > 0 {
+		log.L.WithField("bytes", limit).Info("Go runtime memory limit set below the container's")
+	}
+}
+
+// startDiagnostics serves profiles and exports traces when asked to, and
+// returns what sends the last spans on the way out.
+func startDiagnostics(ctx context.Context, o *options) (flushTraces func(), err error) {
+	if o.profilingAddress != "" {
+		go serveProfiling(ctx, o.profilingAddress)
+	}
+	shutdownTracing, err := startTracing(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		// The context is done by now; give the last spans a moment.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(ctx)
+	}, nil
+}
+
+// clients are flotilla-node's connections to the host and its member, and
+// what it learns of them before it starts.
+type clients struct {
+	hostConfig, memberConfig *rest.Config
+	host, member             kube.Interface
+	memberMetrics            metricsclient.Interface
+	// installation identifies the host on every member object.
+	installation string
+	// nodeIP is where the host apiserver reaches the kubelet endpoints.
+	nodeIP string
+}
+
+// newClients connects to the host and the member (counting their requests
+// when metrics are served) and settles the installation and node address.
+func newClients(ctx context.Context, o *options, m metrics) (*clients, error) {
+	c := &clients{}
+	var err error
+	if c.hostConfig, err = kubeconfig.Load("host", o.hostKubeconfig, true, o.hostQPS, o.hostBurst); err != nil {
+		return nil, err
+	}
+	if c.memberConfig, err = kubeconfig.Load("member", o.memberKubeconfig, true, o.memberQPS, o.memberBurst); err != nil {
+		return nil, err
+	}
+	if m.reg != nil {
+		telemetry.CountAPIErrors(c.memberConfig, m.memberErrors)
+		telemetry.CountAPIRequests(c.hostConfig, m.requests, "host")
+		telemetry.CountAPIRequests(c.memberConfig, m.requests, "member")
+	}
+	if c.host, err = kube.NewForConfig(builtInTypes(c.hostConfig)); err != nil {
+		return nil, fmt.Errorf("host client: %w", err)
+	}
+	if c.member, err = kube.NewForConfig(builtInTypes(c.memberConfig)); err != nil {
+		return nil, fmt.Errorf("member client: %w", err)
+	}
+	if c.memberMetrics, err = metricsclient.NewForConfig(c.memberConfig); err != nil {
+		return nil, fmt.Errorf("member metrics client: %w", err)
+	}
+	if c.installation = o.installation; c.installation == "" {
+		if c.installation, err = hostIdentity(ctx, c.host); err != nil {
+			return nil, err
+		}
+	}
+	if c.nodeIP = o.nodeIP; c.nodeIP == "" {
+		if c.nodeIP, err = firstNonLoopbackIP(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// remove takes the member's virtual nodes out of the fleet (--remove).
+func remove(ctx context.Context, c *clients, virtualClusters []v1alpha1.VirtualCluster) error {
+	names := make([]string, 0, len(virtualClusters))
+	for _, vc := range virtualClusters {
+		names = append(names, vc.Name)
+	}
+	return flotillanode.Remove(ctx, flotillanode.RemoveConfig{HostClient: c.host, MemberClient: c.member,
+		Installation: c.installation, Nodes: names})
+}
+
+// nodeConfig is what the virtual nodes run with.
+func nodeConfig(ctx context.Context, o *options, c *clients, m metrics, virtualClusters []v1alpha1.VirtualCluster, serving tls.Certificate) flotillanode.Config {
+	return flotillanode.Config{
+		HostClient:              c.host,
+		HostConfig:              c.hostConfig,
+		MemberClient:            c.member,
+		MemberConfig:            c.memberConfig,
+		Installation:            c.installation,
 		Member:                  o.clusterName,
 		Mode:                    o.mode,
 		VirtualClusters:         virtualClusters,
-		NodeIP:                  nodeIP,
-		KubeletVersion:          memberVersion(ctx, memberClient),
+		NodeIP:                  c.nodeIP,
+		KubeletVersion:          memberVersion(ctx, c.member),
 		ServingCert:             serving,
-		Auth:                    func(nodeName string) (kubeletauth.Auth, error) { return kubeletAuth(hostClient, o, nodeName) },
-		Kubelet:                 kubelet(installation, memberMetrics),
+		Auth:                    func(nodeName string) (kubeletauth.Auth, error) { return kubeletAuth(c.host, o, nodeName) },
+		Kubelet:                 kubelet(c.installation, c.memberMetrics),
 		PodWorkers:              o.podWorkers,
 		StatusWorkers:           o.statusWorkers,
 		HealthInterval:          o.healthInterval,
 		FailureThreshold:        o.healthFailures,
 		KubeletAPIProbeInterval: o.kubeletAPIProbeInterval,
 		SyncTimeout:             o.syncTimeout,
-		Metrics:                 nodeMetrics,
-		Registerer:              registerer(reg),
+		Metrics:                 m.forwarding,
+		Registerer:              registerer(m.reg),
 	}
+}
+
+// runNodes runs the virtual nodes until ctx ends; with --leader-elect only
+// while this process holds the member's leader Lease.
+func runNodes(ctx context.Context, o *options, c *clients, cfg flotillanode.Config) error {
 	if o.leaderElect {
 		id, _ := os.Hostname()
-		return agent.RunAsLeader(ctx, agent.LeaderConfig{
-			Client: hostClient, Namespace: o.leaderNamespace, Name: wellknown.LeaderLeaseName(o.clusterName),
+		return flotillanode.RunAsLeader(ctx, flotillanode.LeaderConfig{
+			Client: c.host, Namespace: o.leaderNamespace, Name: wellknown.LeaderLeaseName(o.clusterName),
 			Identity: id + "_" + rand.String(8), LeaseDuration: o.leaseDuration,
-		}, func(ctx context.Context) error { return agent.Run(ctx, cfg) })
+		}, func(ctx context.Context) error { return flotillanode.Run(ctx, cfg) })
 	}
-	return agent.Run(ctx, cfg)
+	return flotillanode.Run(ctx, cfg)
 }
 
 // kubelet returns what serves a virtual node's kubelet API: its provider for
@@ -341,17 +387,27 @@ func startTracing(ctx context.Context, o *options) (func(context.Context) error,
 	return shutdown, nil
 }
 
+// metrics are what flotilla-node measures; all nil when metrics are not
+// served.
+type metrics struct {
+	// reg holds flotilla's own metrics.
+	reg          *prometheus.Registry
+	forwarding   *provider.Metrics
+	memberErrors *prometheus.CounterVec // of the member's API
+	requests     *prometheus.CounterVec // to both apiservers
+}
+
 // newMetrics returns, when metrics are served, the registry of flotilla's
 // own metrics, the forwarding metrics, the member API error counter and the
 // API request counter.
-func newMetrics(o *options) (*prometheus.Registry, *provider.Metrics, *prometheus.CounterVec, *prometheus.CounterVec, error) {
+func newMetrics(o *options) (metrics, error) {
 	if o.metricsAddress == "0" || o.metricsAddress == "" {
-		return nil, nil, nil, nil, nil
+		return metrics{}, nil
 	}
 	reg := prometheus.NewRegistry()
 	m, err := provider.NewMetrics(reg, nil)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return metrics{}, err
 	}
 	errs := telemetry.NewAPIErrors("flotilla_node_member_api_errors_total",
 		"Failed requests to the member apiserver by verb, resource and HTTP code (transport: no response).")
@@ -359,17 +415,20 @@ func newMetrics(o *options) (*prometheus.Registry, *provider.Metrics, *prometheu
 		"Requests to the host and member apiservers by verb, resource and HTTP code (transport: no response).")
 	for _, c := range []prometheus.Collector{errs, requests} {
 		if err := reg.Register(c); err != nil {
-			return nil, nil, nil, nil, err
+			return metrics{}, err
 		}
 	}
-	return reg, m, errs, requests, nil
+	return metrics{reg: reg, forwarding: m, memberErrors: errs, requests: requests}, nil
 }
 
 // serveMetrics serves flotilla's metrics with those the Kubernetes
 // libraries keep in their own registry (work queues, Go runtime, process)
-// and returns a function that waits for the server to stop. A failure to
-// listen stops nothing else; it is logged.
+// and returns a function that stops the server and waits for it. The stop
+// does not wait for ctx: the virtual nodes may end with an error while no
+// signal has come, and the process must then exit rather than wait for one.
+// A failure to listen stops nothing else; it is logged.
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) func() {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -379,7 +438,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry) fu
 			log.G(ctx).WithError(err).WithField("address", addr).Error("metrics server failed")
 		}
 	}()
-	return func() { <-done }
+	return func() { cancel(); <-done }
 }
 
 func registerer(reg *prometheus.Registry) prometheus.Registerer {

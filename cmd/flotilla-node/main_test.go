@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -115,4 +117,18 @@ func TestWorkQueueMetrics(t *testing.T) {
 		}
 	}
 	t.Error("no workqueue_adds_total{name=metrics-test} 1 in the served registry")
+}
+
+// TestMetricsServerStopsWithoutSignal: when the virtual nodes end with an
+// error and no signal has come, flotilla-node exits with that error; it
+// must not wait for the metrics server, which would stop only on a signal.
+func TestMetricsServerStopsWithoutSignal(t *testing.T) {
+	stop := serveMetrics(context.Background(), "127.0.0.1:0", prometheus.NewRegistry())
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the metrics server did not stop within 10s of being asked, with no signal")
+	}
 }

@@ -108,38 +108,69 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	logger, err := logging.New(o.logLevel, o.logFormat)
+	log, err := setupLogging(o)
 	if err != nil {
 		return err
+	}
+	mgr, rotator, err := newManager(o, log)
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	flushTraces, err := startTracing(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer flushTraces()
+	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance, RefusalCooldown: o.refusalCooldown}); err != nil {
+		return err
+	}
+	if rotator != nil {
+		if err := mgr.Add(rotator); err != nil {
+			return err
+		}
+	}
+	if err := addProbes(mgr, o, rotator); err != nil {
+		return err
+	}
+	go logElected(ctx, mgr, o, log)
+	log.Info("flotilla-policy starting")
+	return mgr.Start(ctx)
+}
+
+// setupLogging points controller-runtime's and klog's logs at one logrus
+// logger, and returns it.
+func setupLogging(o *options) (*logrus.Entry, error) {
+	logger, err := logging.New(o.logLevel, o.logFormat)
+	if err != nil {
+		return nil, err
 	}
 	log := logrus.NewEntry(logger)
 	ctrl.SetLogger(logging.Logr(log))
 	klog.SetLogger(logging.Logr(log))
+	return log, nil
+}
 
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = o.kubeconfig
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+// newManager is the controller manager of the host cluster, its webhook
+// server serving the certificates of rotator when flotilla-policy keeps
+// them itself (--webhook-cert-secret); rotator is nil otherwise.
+func newManager(o *options, log logrus.FieldLogger) (mgr ctrl.Manager, rotator *webhookcert.Rotator, err error) {
+	cfg, err := hostConfig(o)
 	if err != nil {
-		return fmt.Errorf("host kubeconfig %q: %w", o.kubeconfig, err)
+		return nil, nil, err
 	}
-	cfg.QPS, cfg.Burst = 200, 400
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+	scheme, err := newScheme()
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	var rotator *webhookcert.Rotator
 	var tlsOpts []func(*tls.Config)
 	if o.certSecret != "" {
 		if rotator, err = newRotator(cfg, o, log); err != nil {
-			return err
+			return nil, nil, err
 		}
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.GetCertificate = rotator.GetCertificate })
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        rbac.PolicyLeaseName,
@@ -154,52 +185,83 @@ func run() error {
 		}),
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
+		return nil, nil, fmt.Errorf("create manager: %w", err)
 	}
-	ctx := ctrl.SetupSignalHandler()
+	return mgr, rotator, nil
+}
+
+// hostConfig is the host cluster's client configuration, with room for the
+// bursts of a policy change.
+func hostConfig(o *options) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("host kubeconfig %q: %w", o.kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// newScheme knows Kubernetes' own types and the policy API.
+func newScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// startTracing exports the spans of reconciles and admissions when an
+// endpoint is configured, and returns what sends the last ones on the way
+// out.
+func startTracing(ctx context.Context, o *options) (flushTraces func(), err error) {
 	shutdownTracing, err := telemetry.StartTracing(ctx, telemetry.TracingConfig{
 		Service: "flotilla-policy", Endpoint: o.tracingEndpoint, SamplingRatio: o.tracingSampling,
 	})
 	if err != nil {
-		return fmt.Errorf("tracing: %w", err)
+		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	defer func() {
+	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = shutdownTracing(ctx)
-	}()
-	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance, RefusalCooldown: o.refusalCooldown}); err != nil {
+	}, nil
+}
+
+// addProbes serves /healthz and /readyz when asked to: ready once the
+// webhook server has started and, when flotilla-policy keeps them, its
+// certificates are in place.
+func addProbes(mgr ctrl.Manager, o *options, rotator *webhookcert.Rotator) error {
+	if o.probeAddress == "0" {
+		return nil
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return err
 	}
 	if rotator != nil {
-		if err := mgr.Add(rotator); err != nil {
+		if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
 			return err
 		}
 	}
-	if o.probeAddress != "0" {
-		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-			return err
+	return nil
+}
+
+// logElected says when this replica becomes the one that reconciles.
+func logElected(ctx context.Context, mgr ctrl.Manager, o *options, log logrus.FieldLogger) {
+	select {
+	case <-mgr.Elected():
+		if o.leaderElect {
+			log.Info("elected leader: reconciling policies")
 		}
-		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-			return err
-		}
-		if rotator != nil {
-			if err := mgr.AddReadyzCheck("webhook-certificate", rotator.ReadyCheck); err != nil {
-				return err
-			}
-		}
+	case <-ctx.Done():
 	}
-	go func() {
-		select {
-		case <-mgr.Elected():
-			if o.leaderElect {
-				log.Info("elected leader: reconciling policies")
-			}
-		case <-ctx.Done():
-		}
-	}()
-	log.Info("flotilla-policy starting")
-	return mgr.Start(ctx)
 }
 
 // newRotator keeps the webhook certificates in the Secret --webhook-cert-secret

@@ -13,7 +13,7 @@ import (
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
-	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/nodeconfig"
 )
 
 // examples is the repository's examples directory, seen from this package.

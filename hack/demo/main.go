@@ -10,21 +10,28 @@
 // branches; waits until their pods run in the members; prints where they
 // went; and leaves everything running until Ctrl-C, which stops it all and
 // exits 0.
+//
+// With --smoke it checks itself instead of waiting: once the pods are
+// placed as README.md shows, it runs the commands it prints for another
+// shell, then stops everything and exits 0; any failure exits 1.
 package main
 
 import (
+	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
-	"flotilla.io/flotilla/internal/nodeconfig"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 )
@@ -56,7 +63,11 @@ func workloads() []workload {
 	}
 }
 
+// smoke makes the demo check itself and stop instead of waiting for Ctrl-C.
+var smoke = flag.Bool("smoke", false, "check the placement and the printed commands, then stop and exit (for CI)")
+
 func main() {
+	flag.Parse()
 	// Ctrl-C and SIGTERM are how the demo is meant to end, so they end it
 	// with status 0 once everything is stopped, in this process and in its
 	// re-executed child alike.
@@ -74,7 +85,7 @@ func main() {
 // outside builds what the world needs while the module proxy is still
 // reachable, then runs the demo in the world's private network namespace.
 func outside(ctx context.Context) int {
-	fmt.Println("demo: building the test world's binaries (the first time takes about 10 minutes)")
+	fmt.Println("demo: building flotilla and, unless cached, the test world's binaries")
 	if _, err := testworld.Binaries(ctx); err != nil {
 		return exitCode(ctx, err)
 	}
@@ -249,9 +260,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nflotilla is ready. From another shell (as root):\n\n")
-	fmt.Printf("  KUBECONFIG=%s %s get pods -A -o wide\n", kubeconfig, wrapper)
-	fmt.Printf("  KUBECONFIG=%s %s flotilla clusters\n\n", kubeconfig, wrapper)
+	// The commands a user pastes into another shell, each with what its
+	// output must mention when the smoke run checks it.
+	type tryCommand struct{ member, line, mentions string }
+	try := []tryCommand{
+		{"", fmt.Sprintf("KUBECONFIG=%s %s get pods -A -o wide", kubeconfig, wrapper), "ke-hangzhou-cluster"},
+		{"", fmt.Sprintf("KUBECONFIG=%s %s flotilla clusters", kubeconfig, wrapper), pullMember},
+	}
 	for _, m := range w.Members() {
 		in := wrapper
 		if s := m.Site(); s != nil {
@@ -259,7 +274,28 @@ func run(ctx context.Context) error {
 				return err
 			}
 		}
-		fmt.Printf("  member %-9s KUBECONFIG=%s %s get pods -A -o wide\n", m.Name, m.KubeconfigPath, in)
+		try = append(try, tryCommand{m.Name, fmt.Sprintf("KUBECONFIG=%s %s get pods -A -o wide", m.KubeconfigPath, in), "Running"})
+	}
+	fmt.Printf("\nflotilla is ready. From another shell (as root):\n\n")
+	for i, c := range try {
+		switch {
+		case c.member == "":
+			fmt.Printf("  %s\n", c.line)
+		default:
+			if try[i-1].member == "" {
+				fmt.Println()
+			}
+			fmt.Printf("  member %-9s %s\n", c.member, c.line)
+		}
+	}
+	if *smoke {
+		for _, c := range try {
+			if err := trySmoke(ctx, c.line, c.mentions); err != nil {
+				return err
+			}
+		}
+		logf("smoke: placement as shown and %d printed commands work; stopping", len(try))
+		return nil
 	}
 	fmt.Printf("\nPress Ctrl-C to stop everything.\n")
 	<-ctx.Done()
@@ -305,4 +341,19 @@ func startEdge(ctx context.Context, f *fleet.Fleet, example string) ([]string, e
 		}
 	}
 	return names, nil
+}
+
+// trySmoke runs one printed command line as a shell would and checks that
+// it succeeds and that its output mentions what it must.
+func trySmoke(ctx context.Context, line, mentions string) error {
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, "sh", "-c", line)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("smoke: %s: %w\n%s", line, err, out.String())
+	}
+	if !strings.Contains(out.String(), mentions) {
+		return fmt.Errorf("smoke: %s: output does not mention %q:\n%s", line, mentions, out.String())
+	}
+	return nil
 }

@@ -7,22 +7,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
-
-// memberPod is a pod flotilla forwarded for host namespace ns into virtual
-// node vn, with app label app, in phase phase.
-func memberPod(ns, app, vn string, phase corev1.PodPhase) corev1.Pod {
-	return corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels:      map[string]string{"app": app, wellknown.ClusterLabel: vn},
-			Annotations: map[string]string{wellknown.HostNamespaceAnnotation: ns},
-		},
-		Status: corev1.PodStatus{Phase: phase},
-	}
-}
 
 var edgeApp = workload{Namespace: "edge", App: "edge-app", How: "2:1",
 	Want: map[string]int{"ke-beijing-cluster": 4, "ke-hangzhou-cluster": 2}}
@@ -31,7 +19,8 @@ func TestPlacementMismatch(t *testing.T) {
 	running := func(n int, vn string) []corev1.Pod {
 		var out []corev1.Pod
 		for range n {
-			out = append(out, memberPod("edge", "edge-app", vn, corev1.PodRunning))
+			out = append(out, *builder.Pod("").Label("app", "edge-app").Label(wellknown.ClusterLabel, vn).
+				Annotation(wellknown.HostNamespaceAnnotation, "edge").Phase(corev1.PodRunning).Obj())
 		}
 		return out
 	}
@@ -44,7 +33,8 @@ func TestPlacementMismatch(t *testing.T) {
 		},
 		"pending pods do not count": {
 			pods: append(append(running(4, "ke-beijing-cluster"), running(1, "ke-hangzhou-cluster")...),
-				memberPod("edge", "edge-app", "ke-hangzhou-cluster", corev1.PodPending)),
+				*builder.Pod("").Label("app", "edge-app").Label(wellknown.ClusterLabel, "ke-hangzhou-cluster").
+					Annotation(wellknown.HostNamespaceAnnotation, "edge").Phase(corev1.PodPending).Obj()),
 			want: "edge/edge-app on ke-hangzhou-cluster: 1 of 2 running",
 		},
 		"a 3:3 split is not 2:1": {
@@ -57,11 +47,12 @@ func TestPlacementMismatch(t *testing.T) {
 		},
 		"pods of the same app in another host namespace are another workload": {
 			pods: append(append(running(4, "ke-beijing-cluster"), running(2, "ke-hangzhou-cluster")...),
-				memberPod("default", "edge-app", "beijing", corev1.PodRunning)),
+				*builder.Pod("").Label("app", "edge-app").Label(wellknown.ClusterLabel, "beijing").
+					Annotation(wellknown.HostNamespaceAnnotation, "default").Phase(corev1.PodRunning).Obj()),
 		},
 		"pods flotilla did not forward do not count": {
 			pods: append(append(running(4, "ke-beijing-cluster"), running(1, "ke-hangzhou-cluster")...),
-				corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "edge-app"}}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}),
+				*builder.Pod("").Label("app", "edge-app").Phase(corev1.PodRunning).Obj()),
 			want: "edge/edge-app on ke-hangzhou-cluster: 1 of 2 running",
 		},
 	}

@@ -24,13 +24,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// EventKept is the reason of the Event on a namespace Release keeps.
-const EventKept = "FlotillaNamespaceKept"
-
-// ReleasedAnnotation on a kept namespace names the virtual cluster and
-// installation that created it and let it go.
-const ReleasedAnnotation = wellknown.Prefix + "released-by"
-
 // maxNamed bounds how many foreign objects the Event names.
 const maxNamed = 5
 
@@ -94,7 +87,7 @@ func Release(ctx context.Context, client kube.Interface, ns *corev1.Namespace, o
 		// In the namespace it is about, where whoever keeps using it
 		// looks (kubectl get events -n ...).
 		InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Namespace: ns.Name, Name: ns.Name, UID: ns.UID},
-		Reason:         EventKept, Message: msg, Type: corev1.EventTypeNormal,
+		Reason:         wellknown.EventNamespaceKept, Message: msg, Type: corev1.EventTypeNormal,
 		Source:         corev1.EventSource{Component: "flotilla"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
@@ -111,7 +104,7 @@ func Release(ctx context.Context, client kube.Interface, ns *corev1.Namespace, o
 	if upd.Annotations == nil {
 		upd.Annotations = map[string]string{}
 	}
-	upd.Annotations[ReleasedAnnotation] = owner.Installation + "/" + owner.Cluster
+	upd.Annotations[wellknown.ReleasedByAnnotation] = owner.Installation + "/" + owner.Cluster
 	if _, err := namespaces.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
 		return Kept, fmt.Errorf("release namespace %s: %w", ns.Name, err)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -28,14 +28,6 @@ func sharedNS() *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", UID: "ns-uid",
 		Labels:      second.Stamp(map[string]string{"team": "shop"}),
 		Annotations: map[string]string{wellknown.HostNamespaceAnnotation: "shop"}}}
-}
-
-func pod(name string, owner *wellknown.Owner) *corev1.Pod {
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}}
-	if owner != nil {
-		p.Labels = owner.Stamp(nil)
-	}
-	return p
 }
 
 // TestRelease: a namespace the releaser created is deleted only when what
@@ -53,15 +45,21 @@ func TestRelease(t *testing.T) {
 		want    Outcome
 		named   []string
 	}{
-		"empty":             {nil, Deleted, nil},
-		"only defaults":     {defaults, Deleted, nil},
-		"only its own pods": {append(defaults, pod("web-1", &second), pod("web-2", &second)), Deleted, nil},
-		"the other installation's pods": {append(defaults, pod("web-1", &second), pod("api-1", &first), pod("api-2", &first)),
+		"empty":         {nil, Deleted, nil},
+		"only defaults": {defaults, Deleted, nil},
+		"only its own pods": {append(defaults,
+			builder.Pod("web-1").Namespace("shop").Labels(second.Labels()).Obj(),
+			builder.Pod("web-2").Namespace("shop").Labels(second.Labels()).Obj()), Deleted, nil},
+		"the other installation's pods": {append(defaults,
+			builder.Pod("web-1").Namespace("shop").Labels(second.Labels()).Obj(),
+			builder.Pod("api-1").Namespace("shop").Labels(first.Labels()).Obj(),
+			builder.Pod("api-2").Namespace("shop").Labels(first.Labels()).Obj()),
 			Kept, []string{"pods/api-1", "pods/api-2"}},
-		"another partition's pod": {[]runtime.Object{pod("edge-1", &wellknown.Owner{Cluster: "ke-hangzhou-cluster", Installation: "host-b"})},
+		"another partition's pod": {[]runtime.Object{
+			builder.Pod("edge-1").Namespace("shop").Labels(wellknown.Owner{Cluster: "ke-hangzhou-cluster", Installation: "host-b"}.Labels()).Obj()},
 			Kept, []string{"pods/edge-1"}},
 		"an administrator's Deployment and its pods": {[]runtime.Object{
-			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "tool"}},
+			builder.Deployment("tool").Namespace("shop").Obj(),
 			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "tool-1",
 				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "tool-x"}}}},
 		}, Kept, []string{"deployments/tool"}},
@@ -91,7 +89,7 @@ func TestRelease(t *testing.T) {
 			if second.Owns(cur) || cur.Labels[wellknown.ManagedByLabel] != "" || cur.Annotations[wellknown.HostNamespaceAnnotation] != "" {
 				t.Errorf("kept namespace still marked as flotilla's: %v %v", cur.Labels, cur.Annotations)
 			}
-			if cur.Labels["team"] != "shop" || cur.Annotations[ReleasedAnnotation] != "host-b/beijing" {
+			if cur.Labels["team"] != "shop" || cur.Annotations[wellknown.ReleasedByAnnotation] != "host-b/beijing" {
 				t.Errorf("kept namespace lost its own labels or the release note: %v %v", cur.Labels, cur.Annotations)
 			}
 			events, err := client.CoreV1().Events("shop").List(t.Context(), metav1.ListOptions{})
@@ -99,7 +97,7 @@ func TestRelease(t *testing.T) {
 				t.Fatalf("events = %v, %v; want one", events, err)
 			}
 			ev := events.Items[0]
-			if ev.Reason != EventKept || ev.InvolvedObject.Kind != "Namespace" || ev.InvolvedObject.Name != "shop" || ev.InvolvedObject.Namespace != ev.Namespace {
+			if ev.Reason != wellknown.EventNamespaceKept || ev.InvolvedObject.Kind != "Namespace" || ev.InvolvedObject.Name != "shop" || ev.InvolvedObject.Namespace != ev.Namespace {
 				t.Errorf("event = %+v", ev)
 			}
 			for _, n := range tc.named {
@@ -133,7 +131,7 @@ func TestReleaseManyForeign(t *testing.T) {
 	ns := sharedNS()
 	objs := []runtime.Object{ns}
 	for _, n := range []string{"a", "b", "c", "d", "e", "f", "g"} {
-		objs = append(objs, pod(n, &first))
+		objs = append(objs, builder.Pod(n).Namespace("shop").Labels(first.Labels()).Obj())
 	}
 	client := fake.NewClientset(objs...)
 	if got, err := Release(t.Context(), client, ns, second, clocktesting.NewFakeClock(time.Now())); err != nil || got != Kept {

@@ -17,7 +17,6 @@ import (
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -178,7 +177,7 @@ func TestFragmentedClusterIsAvoided(t *testing.T) {
 		t.Fatalf("the pod runs in beijing")
 	}
 	eventually(t, 30*time.Second, "an event on the pod saying why not beijing", func(ctx context.Context) (bool, string, error) {
-		msgs, err := eventsOf(ctx, ns, host.Name, policyctl.EventLeftOut)
+		msgs, err := eventsOf(ctx, ns, host.Name, wellknown.EventLeftOut)
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -238,7 +237,7 @@ func TestGPUOnlyOneNodeHas(t *testing.T) {
 		if p.Spec.NodeName != "" {
 			return false, "", fmt.Errorf("train-2 was bound to %s, whose only GPU is taken", p.Spec.NodeName)
 		}
-		msgs, err := eventsOf(ctx, ns, "train-2", policyctl.EventNoClusterFits)
+		msgs, err := eventsOf(ctx, ns, "train-2", wellknown.EventNoClusterFits)
 		if err != nil {
 			return false, err.Error(), nil
 		}

@@ -19,7 +19,6 @@ import (
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/test/testworld"
 )
@@ -161,7 +160,7 @@ func TestHandBackMovesAStatefulSetPod(t *testing.T) {
 	if doubled != "" {
 		t.Errorf("two member copies of db-0 existed at once: %s", doubled)
 	}
-	if v := host.Annotations[policyctl.FitVerdictAnnotation]; !strings.Contains(v, "beijing: ") {
+	if v := host.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "beijing: ") {
 		t.Errorf("the new db-0 does not say why not beijing: %q", v)
 	}
 }
@@ -211,7 +210,7 @@ func TestGrowableMemberTakesTheBurst(t *testing.T) {
 	}
 	create(t, hostClient().CoreV1().Pods(ns).Create, bare("big-0"))
 	eventually(t, time.Minute, "big-0 waiting in the host", func(ctx context.Context) (bool, string, error) {
-		msgs, err := eventsOf(ctx, ns, "big-0", policyctl.EventNoClusterFits)
+		msgs, err := eventsOf(ctx, ns, "big-0", wellknown.EventNoClusterFits)
 		if err != nil {
 			return false, "", nil
 		}
@@ -298,7 +297,7 @@ func TestGrowableMemberTakesTheBurst(t *testing.T) {
 		}
 		return running == 3, fmt.Sprint(running), nil
 	})
-	msgs, err := eventsOf(t.Context(), ns, "big-0", policyctl.EventWaitingForNode)
+	msgs, err := eventsOf(t.Context(), ns, "big-0", wellknown.EventWaitingForNode)
 	if err != nil || len(msgs) == 0 {
 		t.Errorf("big-0 has no WaitingForNode event (%v)", err)
 	}

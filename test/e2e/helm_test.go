@@ -28,8 +28,8 @@ import (
 
 	"flotilla.io/flotilla/apis/config/v1alpha1/validation"
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 	"flotilla.io/flotilla/test/tools"

@@ -17,7 +17,6 @@ import (
 
 	"flotilla.io/flotilla/apis/policy/v1alpha1/validation"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/test/fleet"
 )
 
@@ -137,7 +136,7 @@ func TestStaticWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range pods.Items {
-		if got := p.Annotations[policyctl.PlacementAnnotation]; got != "PropagationPolicy/"+ns+"/web-2-to-1" && p.DeletionTimestamp == nil {
+		if got := p.Annotations[wellknown.PlacementAnnotation]; got != "PropagationPolicy/"+ns+"/web-2-to-1" && p.DeletionTimestamp == nil {
 			t.Errorf("pod %s placed by %q", p.Name, got)
 		}
 	}
@@ -152,7 +151,7 @@ func TestUnselectedPodsUntouched(t *testing.T) {
 	if pod.Spec.Affinity != nil {
 		t.Errorf("unselected pod was given an affinity: %+v", pod.Spec.Affinity)
 	}
-	if _, ok := pod.Annotations[policyctl.PlacementAnnotation]; ok {
+	if _, ok := pod.Annotations[wellknown.PlacementAnnotation]; ok {
 		t.Errorf("unselected pod annotated %v", pod.Annotations)
 	}
 	waitPodReady(t, ns, pod.Name)
@@ -310,7 +309,7 @@ spec:
 	}
 	restarted = true
 	waitSplit(t, ns, "web", map[string]int{"shenzhen": 2})
-	waitEvent(t, ns, "web", corev1.EventTypeNormal, policyctl.EventUnplacedPodRecreated, "recreated through the placement webhook")
+	waitEvent(t, ns, "web", corev1.EventTypeNormal, wellknown.EventUnplacedPodRecreated, "recreated through the placement webhook")
 }
 
 // TestUnplaceableTemplate: a policy that no cluster satisfies leaves the
@@ -336,7 +335,7 @@ spec:
         matchLabels: {gpu: h100}
 `)
 	create(t, hostClient().AppsV1().Deployments(ns).Create, plainDeployment(ns, "web", 2))
-	waitEvent(t, ns, "web", corev1.EventTypeWarning, policyctl.EventPlacementFailed, "PropagationPolicy/"+ns+"/web-nowhere cannot place it")
+	waitEvent(t, ns, "web", corev1.EventTypeWarning, wellknown.EventPlacementFailed, "PropagationPolicy/"+ns+"/web-nowhere cannot place it")
 	eventually(t, time.Minute, "policy Ready=False saying why", func(ctx context.Context) (bool, string, error) {
 		out, err := kubectl(ctx, nil, "get", "propagationpolicy", "web-nowhere", "-n", ns,
 			"-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}: {.status.conditions[?(@.type=="Ready")].message}`)
@@ -360,7 +359,7 @@ spec:
 		t.Fatal(err)
 	}
 	for _, e := range events {
-		if e.Reason == policyctl.EventUnplacedPodRecreated {
+		if e.Reason == wellknown.EventUnplacedPodRecreated {
 			t.Errorf("pods of an unplaceable template were recreated: %s", e.Message)
 		}
 	}
@@ -447,7 +446,7 @@ spec:
 		running := map[string]int{}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if _, placed := p.Annotations[policyctl.PlacementAnnotation]; placed {
+			if _, placed := p.Annotations[wellknown.PlacementAnnotation]; placed {
 				return false, "", fmt.Errorf("pod %s was placed by a policy: %v", p.Name, p.Annotations)
 			}
 			if podReady(p) {
@@ -508,7 +507,7 @@ func TestScalingKeepsTheSplit(t *testing.T) {
 				}
 			}
 		}
-		events, err := hostClient().CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + policyctl.EventRebalanced})
+		events, err := hostClient().CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: "reason=" + wellknown.EventRebalanced})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -537,7 +536,7 @@ func replaceOutOfTurn(t *testing.T, ns, cluster, cost string) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		counts[p.Spec.NodeName]++
-		if p.Spec.NodeName == cluster && p.Annotations[policyctl.DeletionCostAnnotation] == cost {
+		if p.Spec.NodeName == cluster && p.Annotations[wellknown.DeletionCostAnnotation] == cost {
 			victim = p
 		}
 	}
@@ -578,6 +577,6 @@ func logPods(t *testing.T, ns, selector string) {
 	}
 	for _, p := range pods.Items {
 		t.Logf("pod %s node=%s cost=%s ready=%v leaving=%v created=%s", p.Name, p.Spec.NodeName,
-			p.Annotations[policyctl.DeletionCostAnnotation], podReady(&p), p.DeletionTimestamp != nil, p.CreationTimestamp.Format(time.RFC3339))
+			p.Annotations[wellknown.DeletionCostAnnotation], podReady(&p), p.DeletionTimestamp != nil, p.CreationTimestamp.Format(time.RFC3339))
 	}
 }

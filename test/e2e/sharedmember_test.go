@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"flotilla.io/flotilla/internal/memberns"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -184,7 +183,7 @@ func (s *sharedPair) waitKept(t *testing.T, installation string) {
 		if _, mine := ns.Labels[wellknown.ManagedByLabel]; mine {
 			return false, fmt.Sprintf("labels %v", ns.Labels), nil
 		}
-		if installation != "" && !strings.HasPrefix(ns.Annotations[memberns.ReleasedAnnotation], installation+"/") {
+		if installation != "" && !strings.HasPrefix(ns.Annotations[wellknown.ReleasedByAnnotation], installation+"/") {
 			return false, fmt.Sprintf("annotations %v", ns.Annotations), nil
 		}
 		events, err := memberClient(sharedMember).CoreV1().Events(s.memberNS).List(ctx, metav1.ListOptions{})
@@ -192,12 +191,12 @@ func (s *sharedPair) waitKept(t *testing.T, installation string) {
 			return false, err.Error(), nil
 		}
 		for _, e := range events.Items {
-			if e.Reason == memberns.EventKept && e.InvolvedObject.Kind == "Namespace" {
+			if e.Reason == wellknown.EventNamespaceKept && e.InvolvedObject.Kind == "Namespace" {
 				t.Logf("event on member namespace %s: %s", s.memberNS, e.Message)
 				return true, "", nil
 			}
 		}
-		return false, "no " + memberns.EventKept + " event", nil
+		return false, "no " + wellknown.EventNamespaceKept + " event", nil
 	})
 }
 

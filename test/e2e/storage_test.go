@@ -20,7 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/policyctl"
 	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/provider/mirror"
 )
@@ -537,7 +536,7 @@ func TestDataWaitsForItsCluster(t *testing.T) {
 		if p.UID == first {
 			return false, "the first db-0", nil
 		}
-		msgs, err := eventsOf(ctx, ns, "db-0", policyctl.EventNoClusterFits)
+		msgs, err := eventsOf(ctx, ns, "db-0", wellknown.EventNoClusterFits)
 		if err != nil {
 			return false, err.Error(), nil
 		}

@@ -26,8 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"flotilla.io/flotilla/config/rbac"
-	"flotilla.io/flotilla/internal/nodeconfig"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/nodeconfig"
 	"flotilla.io/flotilla/test/testworld"
 )
 

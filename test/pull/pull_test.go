@@ -27,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/plugin"
@@ -300,7 +299,7 @@ func kubeletAPI(t *testing.T, status corev1.ConditionStatus, when string) {
 		var api, ready corev1.NodeCondition
 		for _, c := range n.Status.Conditions {
 			switch c.Type {
-			case clusternode.KubeletAPIUnreachable:
+			case wellknown.NodeKubeletAPIUnreachable:
 				api = c
 			case corev1.NodeReady:
 				ready = c
