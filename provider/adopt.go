@@ -77,7 +77,7 @@ func (p *Provider) takeOver(ctx context.Context, pod, existing *corev1.Pod, t tr
 		return fmt.Errorf("adopt pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	log.G(ctx).WithField("pod", pod.Namespace+"/"+pod.Name).WithField("memberUID", existing.UID).Info("adopted a running member pod")
-	p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, EventAdopted, "Adopted the running pod %s/%s of cluster %s (uid %s)", t.Namespace, pod.Name, t.Cluster, existing.UID)
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, wellknown.EventAdopted, "Adopted the running pod %s/%s of cluster %s (uid %s)", t.Namespace, pod.Name, t.Cluster, existing.UID)
 	return nil
 }
 

@@ -46,7 +46,7 @@ func TestAdoptRunningMemberPod(t *testing.T) {
 		// The one create is the attempt that found the pod there.
 		t.Errorf("member pod created %d and deleted %d times, want one attempt and no deletion", c, d)
 	}
-	w.eventually("Adopted event", func() bool { return len(w.events.find("web", EventAdopted)) > 0 })
+	w.eventually("Adopted event", func() bool { return len(w.events.find("web", wellknown.EventAdopted)) > 0 })
 }
 
 // TestAdoptRefused: a host pod that does not name the member pod's UID, or

@@ -126,7 +126,7 @@ func TestClaimFollowsItsPod(t *testing.T) {
 	w.start()
 
 	offer := w.onlyVolume()
-	if offer.Labels[mirror.OfferForLabel] != string(claim.UID) || offer.Spec.CSI == nil || offer.Spec.CSI.Driver != mirror.VolumeDriver ||
+	if offer.Labels[wellknown.OfferForLabel] != string(claim.UID) || offer.Spec.CSI == nil || offer.Spec.CSI.Driver != wellknown.VolumeDriver ||
 		offer.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != testNode ||
 		offer.Spec.StorageClassName != "standard" || offer.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
 		t.Fatalf("offer %+v", offer)
@@ -153,13 +153,13 @@ func TestClaimFollowsItsPod(t *testing.T) {
 	w.setClaim(w.member, m)
 	w.eventually("the host reports the member's volume", func() bool {
 		v, err := w.host.CoreV1().PersistentVolumes().Get(w.ctx, offer.Name, metav1.GetOptions{})
-		if err != nil || v.Annotations[mirror.MemberVolumeAnnotation] != "member-pv" || !v.Spec.Capacity.Storage().Equal(resource.MustParse("2Gi")) {
+		if err != nil || v.Annotations[wellknown.MemberVolumeAnnotation] != "member-pv" || !v.Spec.Capacity.Storage().Equal(resource.MustParse("2Gi")) {
 			return false
 		}
 		c, err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Get(w.ctx, "data", metav1.GetOptions{})
 		return err == nil && c.Status.Capacity.Storage().Equal(resource.MustParse("2Gi"))
 	})
-	w.eventually("a BoundInCluster event", func() bool { return len(w.events.find("data", mirror.EventClaimBound)) > 0 })
+	w.eventually("a BoundInCluster event", func() bool { return len(w.events.find("data", wellknown.EventClaimBound)) > 0 })
 
 	if err := w.host.CoreV1().PersistentVolumeClaims(testNamespace).Delete(w.ctx, "data", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -188,8 +188,8 @@ func TestOffersOnlyWhereTheyCanWork(t *testing.T) {
 	w.start()
 
 	offer := w.onlyVolume()
-	if offer.Labels[mirror.OfferForLabel] != string(elsewhere.UID) {
-		t.Fatalf("offered to %s", offer.Labels[mirror.OfferForLabel])
+	if offer.Labels[wellknown.OfferForLabel] != string(elsewhere.UID) {
+		t.Fatalf("offered to %s", offer.Labels[wellknown.OfferForLabel])
 	}
 	// The host scheduler binds it to another cluster's volume.
 	c := elsewhere.DeepCopy()
@@ -252,7 +252,7 @@ func TestCloneWaitsForItsSourcesVolume(t *testing.T) {
 		[]runtime.Object{storageClass("standard", "")}, nil))
 	offered := func() bool {
 		for _, v := range w.hostVolumes() {
-			if v.Labels[mirror.OfferForLabel] == string(clone.UID) {
+			if v.Labels[wellknown.OfferForLabel] == string(clone.UID) {
 				return true
 			}
 		}
@@ -261,11 +261,11 @@ func TestCloneWaitsForItsSourcesVolume(t *testing.T) {
 	w.never("an offer to a clone of a volume nobody has seen", 300*time.Millisecond, offered)
 	owner := wellknown.Owner{Cluster: testNode, Installation: testInstallation}
 	v := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: src.Spec.VolumeName, Labels: owner.Stamp(map[string]string{mirror.OfferForLabel: string(src.UID)}),
+		ObjectMeta: metav1.ObjectMeta{Name: src.Spec.VolumeName, Labels: owner.Stamp(map[string]string{wellknown.OfferForLabel: string(src.UID)}),
 			Annotations: map[string]string{wellknown.HostNamespaceAnnotation: src.Namespace, wellknown.HostNameAnnotation: src.Name}},
 		Spec: corev1.PersistentVolumeSpec{
 			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: src.Namespace, Name: src.Name, UID: src.UID},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: mirror.VolumeDriver, VolumeHandle: testNode + "/" + string(src.UID)}},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: wellknown.VolumeDriver, VolumeHandle: testNode + "/" + string(src.UID)}},
 		},
 		Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeBound},
 	}
@@ -380,7 +380,7 @@ func TestClaimResize(t *testing.T) {
 		m := memberClaim()
 		return m != nil && m.Spec.Resources.Requests.Storage().Equal(resource.MustParse("5Gi"))
 	})
-	w.eventually("a Resizing event", func() bool { return len(w.events.find("data", mirror.EventResizing)) > 0 })
+	w.eventually("a Resizing event", func() bool { return len(w.events.find("data", wellknown.EventResizing)) > 0 })
 	// The member's storage grows it.
 	setMember("5Gi")
 	defer func() {
@@ -437,7 +437,7 @@ func TestSelectorsAndDataSources(t *testing.T) {
 	picky.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"},
 		MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}
 	impossible := hostClaim("impossible", "standard")
-	impossible.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{mirror.OfferForLabel: "someone-else"}}
+	impossible.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{wellknown.OfferForLabel: "someone-else"}}
 	snap := hostClaim("snap", "standard")
 	snap.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
 	src, clone := hostClaim("src", "standard"), hostClaim("clone", "standard")
@@ -446,14 +446,14 @@ func TestSelectorsAndDataSources(t *testing.T) {
 	away.Spec.VolumeName = "flotilla-elsewhere"
 	awayClone.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: "away"}
 	elsewhere := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-elsewhere"},
-		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: mirror.VolumeDriver, VolumeHandle: "elsewhere/x"}}}}
+		Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: wellknown.VolumeDriver, VolumeHandle: "elsewhere/x"}}}}
 	w := newHarness(t, withStorage(
 		[]runtime.Object{storageClass("standard", ""), picky, impossible, snap, src, clone, away, awayClone, elsewhere},
 		[]runtime.Object{storageClass("standard", "")}, nil))
 
 	offerTo := func(claim *corev1.PersistentVolumeClaim) (corev1.PersistentVolume, bool) {
 		for _, v := range w.hostVolumes() {
-			if v.Labels[mirror.OfferForLabel] == string(claim.UID) {
+			if v.Labels[wellknown.OfferForLabel] == string(claim.UID) {
 				return v, true
 			}
 		}
@@ -461,7 +461,7 @@ func TestSelectorsAndDataSources(t *testing.T) {
 	}
 	refused := func(claim, says string) func() bool {
 		return func() bool {
-			for _, e := range w.events.find(claim, mirror.EventNotOffered) {
+			for _, e := range w.events.find(claim, wellknown.EventNotOffered) {
 				if strings.Contains(e.Message, says) {
 					return true
 				}

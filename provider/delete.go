@@ -64,7 +64,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 		if err := p.release(ctx, pod, member.UID, t); err != nil {
 			return err
 		}
-		p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, EventReleased, "Released pod %s/%s to cluster %s, where it keeps running", t.Namespace, pod.Name, t.Cluster)
+		p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, wellknown.EventReleased, "Released pod %s/%s to cluster %s, where it keeps running", t.Namespace, pod.Name, t.Cluster)
 		if pod.DeletionTimestamp != nil && ptr.Deref(pod.DeletionGracePeriodSeconds, 1) != 0 {
 			return p.deleteHostPod(ctx, pod)
 		}
@@ -98,10 +98,6 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	return nil
 }
 
-// EventWaitingForCluster: a host pod being deleted stays Terminating
-// because its member cannot be reached to stop the member pod.
-const EventWaitingForCluster = "WaitingForCluster"
-
 // waitingForCluster says, on a host pod whose deletion cannot reach its
 // member, why it stays Terminating: as for a pod on an unreachable node,
 // nobody can tell that its member copy stopped, so no replacement of a
@@ -114,7 +110,7 @@ func (p *Provider) waitingForCluster(pod *corev1.Pod, t translate.Target) {
 		msg += fmt.Sprintf(". Its data (claim %s) is in that cluster; to start afresh elsewhere without it, "+
 			"delete the claim and force-delete this pod (kubectl delete pod --force), accepting that the old copy may still run there", strings.Join(claims, ", "))
 	}
-	p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, EventWaitingForCluster, msg)
+	p.cfg.Recorder.Event(pod, corev1.EventTypeWarning, wellknown.EventWaitingForCluster, msg)
 }
 
 // PodEventFilter is virtual-kubelet's PodEventFilterFunc. It hides a host

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
@@ -60,19 +61,19 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t translate
 		case out == mirror.AbsentInHost:
 			return false, fmt.Errorf("%s %s/%s was deleted while being mirrored: %w", dep.kind, host.Namespace, dep.name, transient.ErrRetry)
 		case out == mirror.NotOwned:
-			d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventDependencyConflict,
+			d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventDependencyConflict,
 				"%s %q already exists in namespace %s of member cluster %s and is not managed by flotilla; the pod uses it as it is",
 				dep.kind, dep.name, t.Namespace, t.Cluster)
 		}
 	}
 	if len(pull) > 0 {
-		d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventFailedToRetrieveImagePullSecret,
+		d.env.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventFailedToRetrieveImagePullSecret,
 			"Unable to retrieve some image pull secrets (%s); attempting to pull the image may not succeed.", strings.Join(pull, ", "))
 	}
 	for _, dep := range optional {
-		reason := EventOptionalConfigMapNotFound
+		reason := wellknown.EventOptionalConfigMapNotFound
 		if dep.kind == kindSecret {
-			reason = EventOptionalSecretNotFound
+			reason = wellknown.EventOptionalSecretNotFound
 		}
 		d.env.cfg.Recorder.Eventf(host, corev1.EventTypeNormal, reason,
 			"Optional %s; the pod is forwarded without it, and it is mirrored once it is created", notFound(dep.objectRef))

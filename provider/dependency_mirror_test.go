@@ -8,6 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 var allowDeps = cmp.AllowUnexported(dependency{}, objectRef{}, usage{})
@@ -139,23 +141,23 @@ func TestMissingEvent(t *testing.T) {
 	}{
 		"secret volume": {
 			dependency{objectRef{kindSecret, "db"}, []usage{{container: "app"}, {volume: "db-vol"}}},
-			EventFailedMount, `MountVolume.SetUp failed for volume "db-vol" : secret "db" not found`,
+			wellknown.EventFailedMount, `MountVolume.SetUp failed for volume "db-vol" : secret "db" not found`,
 		},
 		"configmap env": {
 			dependency{objectRef{kindConfigMap, "cfg"}, []usage{{container: "app"}}},
-			EventFailed, `Error: configmap "cfg" not found`,
+			wellknown.EventFailed, `Error: configmap "cfg" not found`,
 		},
 		"optional volume use does not name the volume": {
 			dependency{objectRef{kindSecret, "s"}, []usage{{volume: "v", optional: true}, {container: "app"}}},
-			EventFailed, `Error: secret "s" not found`,
+			wellknown.EventFailed, `Error: secret "s" not found`,
 		},
 		"service account token volume": {
 			dependency{objectRef{kindServiceAccount, "robot"}, []usage{{volume: "token"}, {}}},
-			EventFailedMount, `MountVolume.SetUp failed for volume "token" : failed to fetch token: serviceaccounts "robot" not found`,
+			wellknown.EventFailedMount, `MountVolume.SetUp failed for volume "token" : failed to fetch token: serviceaccounts "robot" not found`,
 		},
 		"service account without token": {
 			dependency{objectRef{kindServiceAccount, "robot"}, []usage{{}}},
-			EventFailed, `Error: serviceaccounts "robot" not found`,
+			wellknown.EventFailed, `Error: serviceaccounts "robot" not found`,
 		},
 	}
 	for name, tc := range cases {
@@ -181,25 +183,25 @@ func TestWaitingStatus(t *testing.T) {
 		"env only: that container cannot be configured": {
 			missing: []dependency{envMissing},
 			want: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
-				waiting("app", "app:1", ReasonCreateContainerConfigError, `secret "creds" not found`),
-				waiting("side", "side:1", ReasonContainerCreating, ""),
+				waiting("app", "app:1", wellknown.ReasonCreateContainerConfigError, `secret "creds" not found`),
+				waiting("side", "side:1", wellknown.ReasonContainerCreating, ""),
 			}},
 		},
 		"a volume: nothing gets past ContainerCreating": {
 			missing: []dependency{envMissing, volMissing},
 			want: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{
-				waiting("app", "app:1", ReasonContainerCreating, ""),
-				waiting("side", "side:1", ReasonContainerCreating, ""),
+				waiting("app", "app:1", wellknown.ReasonContainerCreating, ""),
+				waiting("side", "side:1", wellknown.ReasonContainerCreating, ""),
 			}},
 		},
 		"init containers first": {
 			init:    true,
 			missing: []dependency{{objectRef{kindSecret, "creds"}, []usage{{container: "setup"}}}},
 			want: corev1.PodStatus{Phase: corev1.PodPending,
-				InitContainerStatuses: []corev1.ContainerStatus{waiting("setup", "setup:1", ReasonCreateContainerConfigError, `secret "creds" not found`)},
+				InitContainerStatuses: []corev1.ContainerStatus{waiting("setup", "setup:1", wellknown.ReasonCreateContainerConfigError, `secret "creds" not found`)},
 				ContainerStatuses: []corev1.ContainerStatus{
-					waiting("app", "app:1", ReasonPodInitializing, ""),
-					waiting("side", "side:1", ReasonPodInitializing, ""),
+					waiting("app", "app:1", wellknown.ReasonPodInitializing, ""),
+					waiting("side", "side:1", wellknown.ReasonPodInitializing, ""),
 				}},
 		},
 	}

@@ -8,16 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// Reasons for the host pod's status and events.
-const (
-	// ReasonMemberPodDeleted is the host pod's status reason after its member
-	// pod was deleted or evicted in the member by someone other than flotilla.
-	ReasonMemberPodDeleted = "MemberPodDeleted"
-	// ReasonForwardFailed is the host pod's status reason when forwarding
-	// it failed for a reason that retrying cannot fix.
-	ReasonForwardFailed = "ForwardFailed"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // ForwardFailedStatus is the host pod's status when it cannot be forwarded
@@ -26,7 +18,7 @@ const (
 func ForwardFailedStatus(host *corev1.Pod, cluster string, err error) corev1.PodStatus {
 	s := *host.Status.DeepCopy()
 	s.Phase = corev1.PodFailed
-	s.Reason = ReasonForwardFailed
+	s.Reason = wellknown.ReasonForwardFailed
 	s.Message = fmt.Sprintf("Forwarding to member cluster %s failed: %v", cluster, err)
 	return s
 }
@@ -37,14 +29,14 @@ func ForwardFailedStatus(host *corev1.Pod, cluster string, err error) corev1.Pod
 func DeletedStatus(host *corev1.Pod, cluster string, now metav1.Time) corev1.PodStatus {
 	s := *host.Status.DeepCopy()
 	s.Phase = corev1.PodFailed
-	s.Reason = ReasonMemberPodDeleted
+	s.Reason = wellknown.ReasonMemberPodDeleted
 	s.Message = fmt.Sprintf("The pod was deleted from member cluster %s outside of flotilla.", cluster)
 	for i := range s.Conditions {
 		switch s.Conditions[i].Type {
 		case corev1.PodReady, corev1.ContainersReady:
 			if s.Conditions[i].Status != corev1.ConditionFalse {
 				s.Conditions[i].Status = corev1.ConditionFalse
-				s.Conditions[i].Reason = "PodFailed"
+				s.Conditions[i].Reason = wellknown.ReasonPodFailed
 				s.Conditions[i].LastTransitionTime = now
 			}
 		}
@@ -59,7 +51,7 @@ func DeletedStatus(host *corev1.Pod, cluster string, now metav1.Time) corev1.Pod
 				started = cs[i].State.Running.StartedAt
 			}
 			cs[i].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: ReasonMemberPodDeleted, StartedAt: started, FinishedAt: now,
+				ExitCode: 137, Reason: wellknown.ReasonMemberPodDeleted, StartedAt: started, FinishedAt: now,
 			}}
 			cs[i].Ready = false
 			f := false

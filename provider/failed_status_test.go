@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 func TestDeletedStatus(t *testing.T) {
@@ -20,7 +22,7 @@ func TestDeletedStatus(t *testing.T) {
 	}
 	now := metav1.NewTime(time.Unix(900, 0))
 	s := DeletedStatus(host, "beijing", now)
-	if s.Phase != corev1.PodFailed || s.Reason != ReasonMemberPodDeleted {
+	if s.Phase != corev1.PodFailed || s.Reason != wellknown.ReasonMemberPodDeleted {
 		t.Fatalf("phase/reason = %s/%s", s.Phase, s.Reason)
 	}
 	if s.Conditions[0].Status != corev1.ConditionFalse {

@@ -12,6 +12,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/translate"
 )
@@ -53,7 +54,7 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	span.SetStatus(err)
 	p.cfg.Metrics.retrying(p.cfg.NodeName)
 	log.G(ctx).WithError(err).Info("forwarding failed, will retry")
-	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventForwardRetrying,
+	p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, wellknown.EventForwardRetrying,
 		"Forwarding to member cluster %s failed, retrying: %v", p.cfg.NodeName, err)
 	p.retryQueue.AddRateLimited(key)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 )
 
@@ -49,7 +50,7 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 // Pending, it would wait for good with only an event to tell why.
 func (p *Provider) forwardFailed(ctx context.Context, host *corev1.Pod, err error) {
 	log.G(ctx).WithError(err).Warn("forwarding failed for good")
-	p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventForwardFailed,
+	p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventForwardFailed,
 		"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
 	p.publish(host, ForwardFailedStatus(host, p.cfg.NodeName, err))
 }

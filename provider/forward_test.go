@@ -276,9 +276,9 @@ func TestMemberPodDeletedOutOfBand(t *testing.T) {
 	}
 	w.eventually("host pod failed", func() bool {
 		p, err := w.getHostPod("web")
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == ReasonMemberPodDeleted
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == wellknown.ReasonMemberPodDeleted
 	})
-	w.eventually("MemberPodDeleted event", func() bool { return len(w.events.find("web", EventMemberPodDeleted)) > 0 })
+	w.eventually("MemberPodDeleted event", func() bool { return len(w.events.find("web", wellknown.EventMemberPodDeleted)) > 0 })
 	// A failed pod is its controller's to replace, not flotilla's to re-create.
 	w.never("re-created in the member", 50*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "web") })
 }
@@ -293,14 +293,14 @@ func secretVolumePod(name, secret string) *corev1.Pod {
 func TestMissingSecretHoldsPodUntilCreated(t *testing.T) {
 	w := newHarness(t)
 	w.createHostPod(secretVolumePod("web", "db"))
-	w.eventually("FailedMount event", func() bool { return len(w.events.find("web", EventFailedMount)) > 0 })
+	w.eventually("FailedMount event", func() bool { return len(w.events.find("web", wellknown.EventFailedMount)) > 0 })
 	w.eventually("MandatorySecretNotFound event", func() bool {
-		return len(w.events.find("web", EventMandatorySecretNotFound)) > 0
+		return len(w.events.find("web", wellknown.EventMandatorySecretNotFound)) > 0
 	})
 	w.eventually("host pod shows ContainerCreating", func() bool {
 		p, err := w.getHostPod("web")
 		return err == nil && p.Status.Phase == corev1.PodPending && len(p.Status.ContainerStatuses) == 1 &&
-			p.Status.ContainerStatuses[0].State.Waiting != nil && p.Status.ContainerStatuses[0].State.Waiting.Reason == ReasonContainerCreating
+			p.Status.ContainerStatuses[0].State.Waiting != nil && p.Status.ContainerStatuses[0].State.Waiting.Reason == wellknown.ReasonContainerCreating
 	})
 	if w.memberPodExists(testNamespace, "web") {
 		t.Fatal("pod forwarded without its Secret")
@@ -346,11 +346,11 @@ func TestOverridesNotSyncedYet(t *testing.T) {
 	ovr := &fakeOverrides{}
 	w := newHarness(t, func(c *harnessConfig) { c.overrides = ovr })
 	w.createHostPod(boundPod("web"))
-	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", wellknown.EventForwardRetrying)) > 0 })
 	if w.memberPodExists(testNamespace, "web") {
 		t.Fatal("pod forwarded before its override policies were read")
 	}
-	if n := len(w.events.find("web", EventOverrideFailed)); n != 0 {
+	if n := len(w.events.find("web", wellknown.EventOverrideFailed)); n != 0 {
 		t.Errorf("%d OverrideFailed events for policies not read yet", n)
 	}
 	ovr.pods.Store(true)
@@ -361,7 +361,7 @@ func TestOverridesNotSyncedYet(t *testing.T) {
 	})
 	w.eventually("applied overrides recorded", func() bool {
 		p, err := w.getHostPod("web")
-		return err == nil && p.Annotations[AppliedOverridesAnnotation] == testNamespace+"/label"
+		return err == nil && p.Annotations[wellknown.AppliedOverridesAnnotation] == testNamespace+"/label"
 	})
 }
 
@@ -378,10 +378,10 @@ func TestSecretOverridesNotSyncedYet(t *testing.T) {
 		c.hostObjects = []runtime.Object{secret}
 	})
 	w.createHostPod(secretVolumePod("web", "db"))
-	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", wellknown.EventForwardRetrying)) > 0 })
 	ovr.objects.Store(true)
 	w.eventually("member pod", func() bool { return w.memberPodExists(testNamespace, "web") })
-	if e := w.events.find("web", EventFailedMount); len(e) != 0 {
+	if e := w.events.find("web", wellknown.EventFailedMount); len(e) != 0 {
 		t.Errorf("Secret reported missing: %s", e[0].Message)
 	}
 }
@@ -394,14 +394,14 @@ func TestRetryThatCannotSucceedFailsPod(t *testing.T) {
 	ovr := &fakeOverrides{}
 	w := newHarness(t, func(c *harnessConfig) { c.overrides = ovr })
 	w.createHostPod(boundPod("web"))
-	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", EventForwardRetrying)) > 0 })
+	w.eventually("ForwardRetrying event", func() bool { return len(w.events.find("web", wellknown.EventForwardRetrying)) > 0 })
 	ovr.broken.Store(true)
 	w.eventually("host pod failed", func() bool {
 		p, err := w.getHostPod("web")
-		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == ReasonForwardFailed &&
+		return err == nil && p.Status.Phase == corev1.PodFailed && p.Status.Reason == wellknown.ReasonForwardFailed &&
 			strings.Contains(p.Status.Message, "does not fit the pod")
 	})
-	w.eventually("ForwardFailed event", func() bool { return len(w.events.find("web", EventForwardFailed)) > 0 })
+	w.eventually("ForwardFailed event", func() bool { return len(w.events.find("web", wellknown.EventForwardFailed)) > 0 })
 	if w.memberPodExists(testNamespace, "web") {
 		t.Error("pod forwarded")
 	}
@@ -437,7 +437,7 @@ func TestHeldPodIsNotCountedForwarded(t *testing.T) {
 func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
 	w := newHarness(t)
 	w.createHostPod(secretVolumePod("web", "db"))
-	w.eventually("pod held", func() bool { return len(w.events.find("web", EventMandatorySecretNotFound)) > 0 })
+	w.eventually("pod held", func() bool { return len(w.events.find("web", wellknown.EventMandatorySecretNotFound)) > 0 })
 	now := metav1.Now()
 	event := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: testNamespace, Name: "web.1", UID: "event-1"},

@@ -18,17 +18,6 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// Events of the hand-back.
-const (
-	// EventHandedBack: the member could not schedule the pod, so it was
-	// failed in the host for its controller to replace, as a kubelet
-	// fails a pod it cannot admit (OutOfcpu).
-	EventHandedBack = "HandedBack"
-	// EventMemberUnschedulable: the member cannot schedule a pod without
-	// a controller, which is therefore left waiting there.
-	EventMemberUnschedulable = "MemberUnschedulable"
-)
-
 // handBack is a hand-back under way: the member pod is being deleted, and
 // once it is gone the host pod fails with message.
 type handBack struct {
@@ -71,7 +60,7 @@ func (p *Provider) handBackIfStuck(ctx context.Context, key string, host *corev1
 	if owner == nil {
 		if last, ok := p.told.Load(key); !ok || last != answer {
 			p.told.Store(key, answer)
-			p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventMemberUnschedulable,
+			p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventMemberUnschedulable,
 				"cluster %s has not been able to schedule this pod for %s: %s. It has no controller to make a replacement elsewhere, so it keeps waiting there; delete it to place it again.",
 				p.cfg.NodeName, waited.Round(time.Second), answer)
 		}
@@ -111,7 +100,7 @@ func (p *Provider) handedBack(key string, host *corev1.Pod) bool {
 	status := DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now()))
 	status.Reason = wellknown.ReasonMemberUnschedulable
 	status.Message = msg
-	p.cfg.Recorder.Event(host, corev1.EventTypeWarning, EventHandedBack, msg)
+	p.cfg.Recorder.Event(host, corev1.EventTypeWarning, wellknown.EventHandedBack, msg)
 	p.publish(host, status)
 	return true
 }

@@ -64,7 +64,7 @@ func TestHandBackAfterTheWait(t *testing.T) {
 		return p.Status.Reason == wellknown.ReasonMemberUnschedulable && strings.Contains(p.Status.Message, insufficient) &&
 			strings.Contains(p.Status.Message, "cluster "+testNode)
 	})
-	w.eventually("HandedBack event", func() bool { return len(w.events.find("web", EventHandedBack)) > 0 })
+	w.eventually("HandedBack event", func() bool { return len(w.events.find("web", wellknown.EventHandedBack)) > 0 })
 	w.never("forwarded again", 50*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "web") })
 }
 
@@ -74,12 +74,12 @@ func TestBarePodIsNotHandedBack(t *testing.T) {
 	w := newHarness(t, func(c *harnessConfig) { c.handBackAfter = 30 * time.Second })
 	w.createHostPod(boundPod("solo"))
 	w.stuck("solo", time.Hour)
-	w.eventually("MemberUnschedulable event", func() bool { return len(w.events.find("solo", EventMemberUnschedulable)) > 0 })
+	w.eventually("MemberUnschedulable event", func() bool { return len(w.events.find("solo", wellknown.EventMemberUnschedulable)) > 0 })
 	if !w.memberPodExists(testNamespace, "solo") || w.hostPhase("solo") == corev1.PodFailed {
 		t.Fatal("a bare pod was handed back")
 	}
 	w.p.statusQueue.Add(testNamespace + "/solo")
-	w.never("a second event for the same answer", 100*time.Millisecond, func() bool { return len(w.events.find("solo", EventMemberUnschedulable)) > 1 })
+	w.never("a second event for the same answer", 100*time.Millisecond, func() bool { return len(w.events.find("solo", wellknown.EventMemberUnschedulable)) > 1 })
 }
 
 // TestBoundMeanwhileIsNotHandedBack: a member pod that changed since it
@@ -99,7 +99,7 @@ func TestBoundMeanwhileIsNotHandedBack(t *testing.T) {
 	w.stuck("web", time.Hour)
 	w.eventually("a hand-back tried", func() bool { return conflicts.Load() > 0 })
 	w.never("the host pod failed", 100*time.Millisecond, func() bool { return w.hostPhase("web") == corev1.PodFailed })
-	if len(w.events.find("web", EventHandedBack)) > 0 {
+	if len(w.events.find("web", wellknown.EventHandedBack)) > 0 {
 		t.Error("HandedBack reported for a pod that was not handed back")
 	}
 }

@@ -1,5 +1,5 @@
-// This file holds the events and status reasons a kubelet gives a pod
-// waiting for what it uses, which flotilla gives a held pod.
+// This file gives a held pod the events and container statuses a kubelet
+// gives a pod waiting for what it uses.
 
 package provider
 
@@ -8,41 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-)
 
-// Event reasons about what a pod depends on. FailedMount, Failed and
-// FailedToRetrieveImagePullSecret are the kubelet's own reasons, so that a
-// user sees on the host pod what a kubelet would have reported.
-const (
-	// EventFailedMount: a volume's Secret, ConfigMap or ServiceAccount is missing.
-	EventFailedMount = "FailedMount"
-	// EventFailed: a container's environment names a missing Secret or ConfigMap.
-	EventFailed = "Failed"
-	// EventFailedToRetrieveImagePullSecret: an image pull Secret is missing;
-	// as with a kubelet, the pod runs anyway.
-	EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
-	// EventOptionalSecretNotFound and EventOptionalConfigMapNotFound: an
-	// optional Secret or ConfigMap is missing; the pod is forwarded without
-	// it. EventMandatorySecretNotFound and EventMandatoryConfigMapNotFound
-	// come with FailedMount or Failed and say that the pod is held back
-	// until the object exists. These four are virtual-kubelet's reasons for
-	// the same cases, so tooling written for virtual-kubelet providers (its
-	// conformance suite among them) recognises them.
-	EventOptionalSecretNotFound     = "OptionalSecretNotFound"
-	EventOptionalConfigMapNotFound  = "OptionalConfigMapNotFound"
-	EventMandatorySecretNotFound    = "MandatorySecretNotFound"
-	EventMandatoryConfigMapNotFound = "MandatoryConfigMapNotFound"
-	// EventDependencyConflict: the member namespace already has an object of
-	// that name which flotilla does not manage; it is used as it is.
-	EventDependencyConflict = "DependencyConflict"
-)
-
-// Container waiting reasons of a pod that waits for a missing dependency,
-// as a kubelet reports them.
-const (
-	ReasonContainerCreating          = "ContainerCreating"
-	ReasonCreateContainerConfigError = "CreateContainerConfigError"
-	ReasonPodInitializing            = "PodInitializing"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // notFound is how a kubelet words a missing object.
@@ -68,16 +35,16 @@ func missingEvent(d dependency) (reason, message string) {
 		if d.kind == kindServiceAccount {
 			cause = "failed to fetch token: " + cause
 		}
-		return EventFailedMount, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %s", u.volume, cause)
+		return wellknown.EventFailedMount, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %s", u.volume, cause)
 	}
-	return EventFailed, "Error: " + notFound(d.objectRef)
+	return wellknown.EventFailed, "Error: " + notFound(d.objectRef)
 }
 
 // heldBackReason is the second event of a missing mandatory Secret or
-// ConfigMap (see EventMandatorySecretNotFound).
+// ConfigMap (see wellknown.EventMandatorySecretNotFound).
 var heldBackReason = map[string]string{
-	kindSecret:    EventMandatorySecretNotFound,
-	kindConfigMap: EventMandatoryConfigMapNotFound,
+	kindSecret:    wellknown.EventMandatorySecretNotFound,
+	kindConfigMap: wellknown.EventMandatoryConfigMapNotFound,
 }
 
 // waitingStatus is the status of a host pod that waits for missing mandatory
@@ -104,19 +71,19 @@ func waitingStatus(host *corev1.Pod, missing []dependency) corev1.PodStatus {
 	}
 	waiting := func(c corev1.Container, reason string) corev1.ContainerStatus {
 		w := &corev1.ContainerStateWaiting{Reason: reason}
-		if msg, ok := envs[c.Name]; ok && !volumes && reason == ReasonContainerCreating {
-			w = &corev1.ContainerStateWaiting{Reason: ReasonCreateContainerConfigError, Message: msg}
+		if msg, ok := envs[c.Name]; ok && !volumes && reason == wellknown.ReasonContainerCreating {
+			w = &corev1.ContainerStateWaiting{Reason: wellknown.ReasonCreateContainerConfigError, Message: msg}
 		}
 		return corev1.ContainerStatus{Name: c.Name, Image: c.Image, Started: ptr.To(false), State: corev1.ContainerState{Waiting: w}}
 	}
 	s.InitContainerStatuses, s.ContainerStatuses = nil, nil
 	for _, c := range host.Spec.InitContainers {
-		s.InitContainerStatuses = append(s.InitContainerStatuses, waiting(c, ReasonContainerCreating))
+		s.InitContainerStatuses = append(s.InitContainerStatuses, waiting(c, wellknown.ReasonContainerCreating))
 	}
 	// Regular containers wait for the init containers first.
-	reason := ReasonContainerCreating
+	reason := wellknown.ReasonContainerCreating
 	if len(host.Spec.InitContainers) > 0 {
-		reason = ReasonPodInitializing
+		reason = wellknown.ReasonPodInitializing
 	}
 	for _, c := range host.Spec.Containers {
 		s.ContainerStatuses = append(s.ContainerStatuses, waiting(c, reason))

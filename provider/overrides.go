@@ -16,14 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/mirror"
 )
-
-// AppliedOverridesAnnotation on a host pod lists the override policies
-// applied to it for its cluster, comma-separated: namespace/name for an
-// OverridePolicy, name for a ClusterOverridePolicy.
-const AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
 
 // ErrOverridesNotSynced is returned by Overrides while the override
 // policies cannot be read yet; forwarding is retried.
@@ -54,7 +50,7 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	out, applied, err := p.cfg.Overrides.Pod(ctx, pod, p.cfg.NodeName)
 	if err != nil {
 		if !errors.Is(err, transient.ErrRetry) {
-			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, EventOverrideFailed,
+			p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, wellknown.EventOverrideFailed,
 				"Override policies for cluster %s cannot be applied: %v", p.cfg.NodeName, err)
 		}
 		return nil, nil, fmt.Errorf("override pod %s/%s for cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
@@ -63,11 +59,11 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 }
 
 // recordOverrides writes the names of the override policies applied to a
-// forwarded pod on the host pod (AppliedOverridesAnnotation), when they
+// forwarded pod on the host pod (wellknown.AppliedOverridesAnnotation), when they
 // changed.
 func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied []string) error {
 	want := strings.Join(applied, ",")
-	if pod.Annotations[AppliedOverridesAnnotation] == want {
+	if pod.Annotations[wellknown.AppliedOverridesAnnotation] == want {
 		return nil
 	}
 	value := "null"
@@ -75,7 +71,7 @@ func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied
 		b, _ := json.Marshal(want)
 		value = string(b)
 	}
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, AppliedOverridesAnnotation, value)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, wellknown.AppliedOverridesAnnotation, value)
 	_, err := p.cfg.HostClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record override policies on pod %s/%s: %w", pod.Namespace, pod.Name, err)

@@ -36,22 +36,6 @@ var (
 	_ node.PodNotifier         = (*Provider)(nil)
 )
 
-// Event reasons flotilla records on host pods.
-const (
-	EventForwardRetrying = "ForwardRetrying"
-	EventForwardFailed   = "ForwardFailed"
-	// EventOverrideFailed: the override policies for the cluster cannot be
-	// applied to the pod (an overrider that does not fit it); it is not
-	// forwarded until they are fixed.
-	EventOverrideFailed   = "OverrideFailed"
-	EventMemberPodDeleted = "MemberPodDeleted"
-	// EventAdopted: a running member pod became this host pod's (see
-	// wellknown.AdoptAnnotation); EventReleased: it was handed back to its
-	// cluster as the host pod went (wellknown.ReleaseAnnotation).
-	EventAdopted  = "Adopted"
-	EventReleased = "Released"
-)
-
 // Config holds the provider's dependencies; all are required but Clock and Namespace.
 type Config struct {
 	// NodeName is the virtual node (and cluster) this provider serves.

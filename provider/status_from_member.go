@@ -16,6 +16,7 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -117,7 +118,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			return nil // not created yet, or created before this process started
 		}
 		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
-		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, EventMemberPodDeleted,
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventMemberPodDeleted,
 			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
 		p.publish(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now())))
 	}

@@ -80,6 +80,13 @@ const (
 	AppliedOverridesAnnotation = "policy.flotilla.io/applied-overrides"
 )
 
+// On host PersistentVolumes, by flotilla-node.
+const (
+	// MemberVolumeAnnotation names, on a host PersistentVolume, the member
+	// PersistentVolume it stands for.
+	MemberVolumeAnnotation = Prefix + "member-volume"
+)
+
 // Adoption and release (kubectl flotilla adopt and release, flotilla-node).
 const (
 	// AdoptAnnotation on a host pod is the UID of the member pod, of the

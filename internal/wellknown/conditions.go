@@ -59,3 +59,21 @@ const (
 	// it failed for a reason that retrying cannot fix.
 	ReasonForwardFailed = "ForwardFailed"
 )
+
+// Reasons of a host pod's containers and conditions (flotilla-node), the
+// kubelet's own, so that a held or failed pod reads as a kubelet would show
+// it.
+const (
+	// ReasonContainerCreating: the container waits because a volume's
+	// Secret, ConfigMap or ServiceAccount is missing.
+	ReasonContainerCreating = "ContainerCreating"
+	// ReasonCreateContainerConfigError: the container waits because its
+	// environment names a missing Secret or ConfigMap.
+	ReasonCreateContainerConfigError = "CreateContainerConfigError"
+	// ReasonPodInitializing: a regular container waits for the init
+	// containers.
+	ReasonPodInitializing = "PodInitializing"
+	// ReasonPodFailed explains Ready and ContainersReady False on a pod
+	// that failed.
+	ReasonPodFailed = "PodFailed"
+)

@@ -58,6 +58,72 @@ const (
 	// EventClaimConflict: a member claim of that name exists and is not
 	// flotilla's; the pod is not forwarded.
 	EventClaimConflict = "ClaimConflict"
+	// EventFailedToRetrieveImagePullSecret (the kubelet's own reason): an
+	// image pull Secret is missing; as with a kubelet, the pod runs anyway.
+	EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
+	// EventOptionalSecretNotFound and EventOptionalConfigMapNotFound: an
+	// optional Secret or ConfigMap is missing; the pod is forwarded without
+	// it. They are virtual-kubelet's reasons for the same cases, so tooling
+	// written for virtual-kubelet providers (its conformance suite among
+	// them) recognises them.
+	EventOptionalSecretNotFound = "OptionalSecretNotFound"
+	// EventOptionalConfigMapNotFound: see EventOptionalSecretNotFound.
+	EventOptionalConfigMapNotFound = "OptionalConfigMapNotFound"
+	// EventDependencyConflict: the member namespace already has an object of
+	// that name which flotilla does not manage; it is used as it is.
+	EventDependencyConflict = "DependencyConflict"
+	// EventForwardRetrying: forwarding the pod failed for a reason that may
+	// pass; it is retried.
+	EventForwardRetrying = "ForwardRetrying"
+	// EventForwardFailed: forwarding the pod failed for a reason retrying
+	// cannot fix; the pod fails with ReasonForwardFailed.
+	EventForwardFailed = "ForwardFailed"
+	// EventOverrideFailed: the override policies for the cluster cannot be
+	// applied to the pod (an overrider that does not fit it); it is not
+	// forwarded until they are fixed.
+	EventOverrideFailed = "OverrideFailed"
+	// EventMemberPodDeleted: the member pod was deleted or evicted in the
+	// member outside of flotilla; the pod fails with ReasonMemberPodDeleted.
+	EventMemberPodDeleted = "MemberPodDeleted"
+	// EventAdopted: a running member pod became this host pod's (see
+	// AdoptAnnotation).
+	EventAdopted = "Adopted"
+	// EventReleased: the member pod was handed back to its cluster as the
+	// host pod went (ReleaseAnnotation).
+	EventReleased = "Released"
+	// EventHandedBack: the member could not schedule the pod, so it was
+	// failed in the host for its controller to replace, as a kubelet fails
+	// a pod it cannot admit (OutOfcpu); its status reason is
+	// ReasonMemberUnschedulable.
+	EventHandedBack = "HandedBack"
+	// EventMemberUnschedulable: the member cannot schedule a pod without a
+	// controller, which is therefore left waiting there. It is an event
+	// reason; ReasonMemberUnschedulable, of the same value, is the status
+	// reason of a pod handed back.
+	EventMemberUnschedulable = "MemberUnschedulable"
+)
+
+// On host claims, by flotilla-node.
+const (
+	// EventClaimBound: the claim's member copy is bound in its cluster.
+	EventClaimBound = "BoundInCluster"
+	// EventResizing: the host claim was resized; the member is asked for
+	// the new size.
+	EventResizing = "Resizing"
+	// EventResizeRefused: the member will not grow its copy of the claim
+	// (its class does not allow expansion, ...).
+	EventResizeRefused = "ResizeRefused"
+	// EventNotOffered: the claim asks for what no cluster's volume can be
+	// (a data source flotilla cannot carry to a member, a selector no
+	// volume can match); it stays Pending and says why.
+	EventNotOffered = "NotOfferedByCluster"
+)
+
+// On host Services, by flotilla-node.
+const (
+	// EventServiceCollision: the member namespace already has a Service of
+	// that name which flotilla does not manage; it is left alone.
+	EventServiceCollision = "ServiceCollision"
 )
 
 // On member namespaces, by flotilla-node.

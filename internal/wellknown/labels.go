@@ -23,6 +23,10 @@ const (
 	// HostUIDLabel on a member pod is the UID of the host pod it was forwarded
 	// from; it is the adoption key after a restart.
 	HostUIDLabel = Prefix + "host-uid"
+	// OfferForLabel marks a host PersistentVolume offered to one claim
+	// (its UID) that is still unbound: the host scheduler binds the claim
+	// to the offer of the cluster its pod goes to.
+	OfferForLabel = Prefix + "offer-for"
 	// ManagedByLabel marks member objects (namespaces included) that flotilla
 	// created and may therefore update or delete.
 	ManagedByLabel = "app.kubernetes.io/managed-by"

@@ -26,40 +26,9 @@ import (
 	"flotilla.io/flotilla/provider/translate"
 )
 
-// Event reasons on host claims.
-const (
-	// EventClaimBound: the claim's member copy is bound in its cluster.
-	EventClaimBound = "BoundInCluster"
-	// EventClaimConflict: a member claim of that name exists and is not
-	// flotilla's; the pod is not forwarded.
-	EventClaimConflict = "ClaimConflict"
-	// EventResizing: the host claim was resized; the member is asked for
-	// the new size.
-	EventResizing = "Resizing"
-	// EventResizeRefused: the member will not grow its copy of the claim
-	// (its class does not allow expansion, ...).
-	EventResizeRefused = "ResizeRefused"
-	// EventNotOffered: the claim asks for what no cluster's volume can be
-	// (a data source flotilla cannot carry to a member, a selector no
-	// volume can match); it stays Pending and says why.
-	EventNotOffered = "NotOfferedByCluster"
-)
-
-const (
-	// VolumeDriver is the CSI driver of the host volumes that stand for
-	// member volumes.
-	VolumeDriver = wellknown.VolumeDriver
-	// OfferForLabel marks a host PersistentVolume offered to one claim
-	// (its UID) that is still unbound: the host scheduler binds the claim
-	// to the offer of the cluster its pod goes to.
-	OfferForLabel = wellknown.Prefix + "offer-for"
-	// MemberVolumeAnnotation names, on a host PersistentVolume, the member
-	// PersistentVolume it stands for.
-	MemberVolumeAnnotation = wellknown.Prefix + "member-volume"
-	// NoProvisioner is the provisioner of storage classes without dynamic
-	// provisioning, the classes whose claims flotilla offers volumes to.
-	NoProvisioner = "kubernetes.io/no-provisioner"
-)
+// NoProvisioner is the provisioner of storage classes without dynamic
+// provisioning, the classes whose claims flotilla offers volumes to.
+const NoProvisioner = "kubernetes.io/no-provisioner"
 
 // Claims makes PersistentVolumeClaims follow their pods into the member.
 //
@@ -242,7 +211,7 @@ func (c *Claims) sync(ctx context.Context, key string) error {
 	held := false // a volume of ours is on offer to the claim, or taken by it
 	for _, v := range vols {
 		switch {
-		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[OfferForLabel] == string(claim.UID):
+		case v.Spec.ClaimRef == nil && claim != nil && claim.Spec.VolumeName == "" && v.Labels[wellknown.OfferForLabel] == string(claim.UID):
 			held = true // still on offer
 		case claim != nil && claim.Spec.VolumeName == v.Name && v.Spec.ClaimRef != nil && v.Spec.ClaimRef.UID == claim.UID:
 			if err := c.follow(ctx, claim, v); err != nil {
@@ -294,17 +263,17 @@ func (c *Claims) follow(ctx context.Context, claim *corev1.PersistentVolumeClaim
 	if !ok {
 		return nil
 	}
-	if v.Annotations[MemberVolumeAnnotation] != m.Spec.VolumeName || !sameQuantity(v.Spec.Capacity[corev1.ResourceStorage], size) {
+	if v.Annotations[wellknown.MemberVolumeAnnotation] != m.Spec.VolumeName || !sameQuantity(v.Spec.Capacity[corev1.ResourceStorage], size) {
 		nv := v.DeepCopy()
 		if nv.Annotations == nil {
 			nv.Annotations = map[string]string{}
 		}
-		nv.Annotations[MemberVolumeAnnotation] = m.Spec.VolumeName
+		nv.Annotations[wellknown.MemberVolumeAnnotation] = m.Spec.VolumeName
 		nv.Spec.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
 		if _, err := c.env.cfg.HostClient.CoreV1().PersistentVolumes().Update(ctx, nv, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("update volume %s: %w", v.Name, err)
 		}
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, EventClaimBound,
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, wellknown.EventClaimBound,
 			"Bound in cluster %s to volume %s (%s)", t.Cluster, m.Spec.VolumeName, size.String())
 	}
 	if !sameQuantity(claim.Status.Capacity[corev1.ResourceStorage], size) {
@@ -335,13 +304,13 @@ func (c *Claims) resize(ctx context.Context, claim, m *corev1.PersistentVolumeCl
 	_, err := c.env.cfg.MemberClient.CoreV1().PersistentVolumeClaims(t.Namespace).Update(ctx, nm, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventResizeRefused,
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, wellknown.EventResizeRefused,
 			"Cluster %s cannot grow claim %s/%s to %s: %v", t.Cluster, t.Namespace, m.Name, want.String(), err)
 		return fmt.Errorf("resize claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
 	case err != nil:
 		return fmt.Errorf("resize claim %s/%s in cluster %s: %w", t.Namespace, m.Name, t.Cluster, err)
 	}
-	c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, EventResizing, "Asked cluster %s to grow the claim to %s", t.Cluster, want.String())
+	c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeNormal, wellknown.EventResizing, "Asked cluster %s to grow the claim to %s", t.Cluster, want.String())
 	return nil
 }
 
@@ -387,7 +356,7 @@ func (c *Claims) create(ctx context.Context, claim *corev1.PersistentVolumeClaim
 		return nil, fmt.Errorf("create claim %s/%s in cluster %s: %w", t.Namespace, claim.Name, t.Cluster, err)
 	}
 	if !c.env.ours(m) || m.Labels[wellknown.HostUIDLabel] != string(claim.UID) {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventClaimConflict,
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, wellknown.EventClaimConflict,
 			"PersistentVolumeClaim %s/%s in cluster %s is not this claim's copy; flotilla leaves it alone", t.Namespace, claim.Name, t.Cluster)
 		return nil, fmt.Errorf("claim %s/%s in cluster %s is not this claim's copy", t.Namespace, claim.Name, t.Cluster)
 	}

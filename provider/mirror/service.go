@@ -23,11 +23,6 @@ import (
 	"flotilla.io/flotilla/provider/translate"
 )
 
-// Event reasons on host Services.
-const (
-	EventServiceCollision = "ServiceCollision"
-)
-
 // Services makes Services follow the workloads: a host Service whose
 // selector matches pods forwarded by this virtual node is mirrored into the
 // member namespace those pods run in, so that clients inside the member
@@ -131,7 +126,7 @@ func (m *Services) sync(ctx context.Context, key string) error {
 	}
 	if cur != nil && !m.env.ours(cur) {
 		if want {
-			m.env.cfg.Recorder.Eventf(hostSvc, corev1.EventTypeWarning, EventServiceCollision,
+			m.env.cfg.Recorder.Eventf(hostSvc, corev1.EventTypeWarning, wellknown.EventServiceCollision,
 				"Service %s/%s already exists in cluster %s and is not managed by flotilla; it was left alone", t.Namespace, name, t.Cluster)
 		}
 		return nil

@@ -51,9 +51,9 @@ func (c *Claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 	if ok, err := c.sourceHere(claim); err != nil || !ok {
 		return err
 	}
-	extra, err := selectedLabels(claim.Spec.Selector, c.env.owner().Stamp(map[string]string{OfferForLabel: string(claim.UID)}))
+	extra, err := selectedLabels(claim.Spec.Selector, c.env.owner().Stamp(map[string]string{wellknown.OfferForLabel: string(claim.UID)}))
 	if err != nil {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, wellknown.EventNotOffered,
 			"Cluster %s offers no volume to this claim: its selector %v", c.env.cfg.NodeName, err)
 		return nil
 	}
@@ -61,7 +61,7 @@ func (c *Claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 	// before the cache shows the offer it made cannot make a second. An
 	// offer the host bound to another claim (of the same class and size)
 	// keeps its label: the next attempt gets the next name.
-	made, err := c.hostVolumes.List(labels.SelectorFromSet(map[string]string{OfferForLabel: string(claim.UID)}))
+	made, err := c.hostVolumes.List(labels.SelectorFromSet(map[string]string{wellknown.OfferForLabel: string(claim.UID)}))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (c *Claims) offer(ctx context.Context, claim *corev1.PersistentVolumeClaim)
 			StorageClassName:              className,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver:       VolumeDriver,
+				Driver:       wellknown.VolumeDriver,
 				VolumeHandle: c.env.cfg.NodeName + "/" + string(claim.UID),
 			}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
@@ -128,7 +128,7 @@ func (c *Claims) sourceHere(claim *corev1.PersistentVolumeClaim) (bool, error) {
 		return true, nil
 	}
 	if !isClaimRef(ref) || (ref.Namespace != nil && *ref.Namespace != claim.Namespace) {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, wellknown.EventNotOffered,
 			"Cluster %s offers no volume to this claim: its data source %s %s is in the host cluster, where no member can read it; "+
 				"flotilla carries only a PersistentVolumeClaim of the same namespace as a data source, cloned in the cluster holding its data",
 			c.env.cfg.NodeName, ref.Kind, ref.Name)
@@ -146,8 +146,8 @@ func (c *Claims) sourceHere(claim *corev1.PersistentVolumeClaim) (bool, error) {
 	} else if err != nil {
 		return false, err
 	}
-	if v.Spec.CSI == nil || v.Spec.CSI.Driver != VolumeDriver {
-		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, EventNotOffered,
+	if v.Spec.CSI == nil || v.Spec.CSI.Driver != wellknown.VolumeDriver {
+		c.env.cfg.Recorder.Eventf(claim, corev1.EventTypeWarning, wellknown.EventNotOffered,
 			"Cluster %s offers no volume to this claim: its data source, claim %s, is bound to PersistentVolume %s, which no member cluster holds",
 			c.env.cfg.NodeName, src.Name, v.Name)
 		return false, nil

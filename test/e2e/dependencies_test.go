@@ -15,7 +15,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
 )
 
 // propagation bounds how long a change may take to reach the member: well
@@ -258,11 +257,11 @@ func TestMissingDependencyHoldsPod(t *testing.T) {
 	vol = create(t, hc.Pods(ns).Create, vol)
 	env = create(t, hc.Pods(ns).Create, env)
 
-	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, provider.EventFailedMount, `MountVolume.SetUp failed for volume "tls" : secret "late" not found`)
-	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, provider.EventFailed, `Error: configmap "late-cfg" not found`)
-	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, provider.EventMandatorySecretNotFound, `Mandatory secret "late" not found; the pod is not forwarded to cluster beijing until it exists`)
-	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, provider.EventMandatoryConfigMapNotFound, `Mandatory configmap "late-cfg" not found`)
-	for name, reason := range map[string]string{vol.Name: provider.ReasonContainerCreating, env.Name: provider.ReasonCreateContainerConfigError} {
+	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, wellknown.EventFailedMount, `MountVolume.SetUp failed for volume "tls" : secret "late" not found`)
+	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, wellknown.EventFailed, `Error: configmap "late-cfg" not found`)
+	waitEvent(t, ns, vol.Name, corev1.EventTypeWarning, wellknown.EventMandatorySecretNotFound, `Mandatory secret "late" not found; the pod is not forwarded to cluster beijing until it exists`)
+	waitEvent(t, ns, env.Name, corev1.EventTypeWarning, wellknown.EventMandatoryConfigMapNotFound, `Mandatory configmap "late-cfg" not found`)
+	for name, reason := range map[string]string{vol.Name: wellknown.ReasonContainerCreating, env.Name: wellknown.ReasonCreateContainerConfigError} {
 		var pod *corev1.Pod
 		eventually(t, time.Minute, "pod "+name+" Pending, waiting in "+reason, func(ctx context.Context) (bool, string, error) {
 			p, err := hc.Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -310,7 +309,7 @@ func TestOptionalMissingConfigMap(t *testing.T) {
 	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "extra", MountPath: "/extra"}}
 	create(t, hc.Pods(ns).Create, pod)
 	waitPodReady(t, ns, pod.Name)
-	waitEvent(t, ns, pod.Name, corev1.EventTypeNormal, provider.EventOptionalConfigMapNotFound, `configmap "maybe" not found`)
+	waitEvent(t, ns, pod.Name, corev1.EventTypeNormal, wellknown.EventOptionalConfigMapNotFound, `configmap "maybe" not found`)
 
 	create(t, hc.ConfigMaps(ns).Create, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "maybe", Namespace: ns},
 		Data: map[string]string{"k": "v"}})
@@ -341,7 +340,7 @@ func TestForeignMemberSecretNotOverwritten(t *testing.T) {
 	pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "shared"}}}}
 	create(t, hc.Pods(ns).Create, pod)
 	waitPodReady(t, ns, pod.Name)
-	waitEvent(t, ns, pod.Name, corev1.EventTypeWarning, provider.EventDependencyConflict, `Secret "shared" already exists in namespace `+ns)
+	waitEvent(t, ns, pod.Name, corev1.EventTypeWarning, wellknown.EventDependencyConflict, `Secret "shared" already exists in namespace `+ns)
 
 	untouched := func() {
 		t.Helper()

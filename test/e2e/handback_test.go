@@ -19,7 +19,6 @@ import (
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -131,7 +130,7 @@ func TestHandBackMovesAStatefulSetPod(t *testing.T) {
 		return false, fmt.Sprint(m.Status.Conditions), nil
 	})
 	eventually(t, 2*time.Minute, "the HandedBack event", func(ctx context.Context) (bool, string, error) {
-		msgs, err := eventsOf(ctx, ns, "db-0", provider.EventHandedBack)
+		msgs, err := eventsOf(ctx, ns, "db-0", wellknown.EventHandedBack)
 		if err != nil {
 			return false, "", nil
 		}

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
 )
 
 // applyYAML applies manifests to the host as a user would, with kubectl.
@@ -176,7 +175,7 @@ spec:
 			if err != nil {
 				return false, err.Error(), nil
 			}
-			got := p.Annotations[provider.AppliedOverridesAnnotation]
+			got := p.Annotations[wellknown.AppliedOverridesAnnotation]
 			return got == wantApplied, got, nil
 		})
 	}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -255,7 +254,7 @@ func TestMemberPodDeletedOutOfBand(t *testing.T) {
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == provider.ReasonMemberPodDeleted,
+		return p.Status.Phase == corev1.PodFailed && p.Status.Reason == wellknown.ReasonMemberPodDeleted,
 			fmt.Sprintf("phase %s reason %q", p.Status.Phase, p.Status.Reason), nil
 	})
 	eventually(t, 2*time.Minute, "the Deployment replaces the pod", func(ctx context.Context) (bool, string, error) {
@@ -276,10 +275,10 @@ func TestMemberPodDeletedOutOfBand(t *testing.T) {
 	}
 	found := false
 	for _, e := range events.Items {
-		found = found || (e.Reason == provider.EventMemberPodDeleted && e.Type == corev1.EventTypeWarning)
+		found = found || (e.Reason == wellknown.EventMemberPodDeleted && e.Type == corev1.EventTypeWarning)
 	}
 	if !found {
-		t.Errorf("no %s Warning event on host pod %s", provider.EventMemberPodDeleted, victim.Name)
+		t.Errorf("no %s Warning event on host pod %s", wellknown.EventMemberPodDeleted, victim.Name)
 	}
 }
 

@@ -20,8 +20,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
-	"flotilla.io/flotilla/provider/mirror"
 )
 
 // withStorageClass creates the storage class name — no provisioner, bound
@@ -512,7 +510,7 @@ func TestDataWaitsForItsCluster(t *testing.T) {
 	})
 	c, back := goDark(t, home.cluster)
 	eventually(t, 2*time.Minute, "db-0 Terminating, saying it waits for "+home.cluster, func(ctx context.Context) (bool, string, error) {
-		msgs, err := eventsOf(ctx, ns, "db-0", provider.EventWaitingForCluster)
+		msgs, err := eventsOf(ctx, ns, "db-0", wellknown.EventWaitingForCluster)
 		if err != nil {
 			return false, err.Error(), nil
 		}
@@ -636,7 +634,7 @@ func TestClaimSelectorsAndSources(t *testing.T) {
 	claimAndPod(t, ns, "restored", "restorer", "tiered", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.DataSourceRef = &corev1.TypedObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "nightly"}
 	})
-	waitEvent(t, ns, "restored", corev1.EventTypeWarning, mirror.EventNotOffered, "VolumeSnapshot nightly is in the host cluster, where no member can read it")
+	waitEvent(t, ns, "restored", corev1.EventTypeWarning, wellknown.EventNotOffered, "VolumeSnapshot nightly is in the host cluster, where no member can read it")
 	eventually(t, time.Minute, "restorer Pending, saying it has no volume", func(ctx context.Context) (bool, string, error) {
 		p, err := hostClient().CoreV1().Pods(ns).Get(ctx, "restorer", metav1.GetOptions{})
 		if err != nil {
