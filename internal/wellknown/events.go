@@ -55,9 +55,6 @@ const (
 	// EventFailed (the kubelet's own reason): a container's environment
 	// names a missing Secret or ConfigMap.
 	EventFailed = "Failed"
-	// EventClaimConflict: a member claim of that name exists and is not
-	// flotilla's; the pod is not forwarded.
-	EventClaimConflict = "ClaimConflict"
 	// EventFailedToRetrieveImagePullSecret (the kubelet's own reason): an
 	// image pull Secret is missing; as with a kubelet, the pod runs anyway.
 	EventFailedToRetrieveImagePullSecret = "FailedToRetrieveImagePullSecret"
@@ -107,6 +104,10 @@ const (
 const (
 	// EventClaimBound: the claim's member copy is bound in its cluster.
 	EventClaimBound = "BoundInCluster"
+	// EventClaimConflict: a member claim of that name exists and is not
+	// this claim's copy; flotilla leaves it alone and the claim's pods are
+	// not forwarded.
+	EventClaimConflict = "ClaimConflict"
 	// EventResizing: the host claim was resized; the member is asked for
 	// the new size.
 	EventResizing = "Resizing"
