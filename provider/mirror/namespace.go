@@ -49,14 +49,7 @@ func newNamespaces(e *env) (*Namespaces, error) {
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  keyqueue.New("namespaces"),
 	}
-	enqueueHost := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			m.queue.Add(key)
-		}
-	}
-	if _, err := host.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueueHost, UpdateFunc: func(_, cur any) { enqueueHost(cur) }, DeleteFunc: enqueueHost,
-	}); err != nil {
+	if err := keyqueue.EnqueueEvery(host.Informer(), m.queue); err != nil {
 		return nil, err
 	}
 	// A member namespace we created whose host namespace is gone (deleted

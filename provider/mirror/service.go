@@ -46,14 +46,7 @@ func newServices(e *env, ns *Namespaces) (*Services, error) {
 		synced: []cache.InformerSynced{host.Informer().HasSynced, member.Informer().HasSynced},
 		queue:  keyqueue.New("services"),
 	}
-	enqueue := func(obj any) {
-		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			m.queue.Add(key)
-		}
-	}
-	if _, err := host.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
-	}); err != nil {
+	if err := keyqueue.EnqueueEvery(host.Informer(), m.queue); err != nil {
 		return nil, err
 	}
 	onMember := func(obj any) {

@@ -76,3 +76,17 @@ func Run(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], wo
 	}
 	wg.Wait()
 }
+
+// EnqueueEvery queues the namespace/name key of every object informer
+// adds, updates or deletes.
+func EnqueueEvery(informer cache.SharedIndexInformer, q workqueue.TypedRateLimitingInterface[string]) error {
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			q.Add(key)
+		}
+	}
+	_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, cur any) { enqueue(cur) }, DeleteFunc: enqueue,
+	})
+	return err
+}
