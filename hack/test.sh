@@ -34,18 +34,19 @@ fi
 # Deepcopy functions and CRDs must be what the API types' markers generate.
 bash hack/verify-codegen.sh
 bash hack/verify-charts.sh # generated chart files, helm lint and template; builds helm for the e2e tests
-# The in-process tests, under the race detector: controllers share informer
-# caches with virtual-kubelet, and a write into a cached object shows up
-# nowhere else. No package outside test/ needs a test world, so these run
-# once, here.
+# The in-process tests of what the binaries link, under the race detector:
+# controllers share informer caches with virtual-kubelet, and a write into
+# a cached object shows up nowhere else. No package outside test/ needs a
+# test world, so these run once, here.
 if skipped="$(git grep -l 'testing.Short()' -- '*_test.go' ':!test/')"; then
   echo "tests outside test/ run only with -short, so none may skip in short mode:" >&2
   echo "$skipped" >&2
   exit 1
 fi
-go test -race -short -count=1 $(go list ./... | grep -v '/test/')
+go test -race -short -count=1 $(go list ./... | grep -v -e '/test/' -e '/hack/')
 # The tests against real clusters, one package at a time: the test world of
 # test/testworld and the e2e world would otherwise run side by side on two
 # cores and, together, come close to the default limit of 128 inotify
-# instances per user.
-go test -p 1 -count=1 -timeout 45m ./test/...
+# instances per user. hack/ (the bench and the demo, which no binary links)
+# runs here too, without the race detector's slower build.
+go test -p 1 -count=1 -timeout 45m ./test/... ./hack/...
