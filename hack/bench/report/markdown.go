@@ -34,19 +34,10 @@ func printModesMarkdown(r *measure.Results, out io.Writer) {
 	fmt.Fprintf(out, "| metric | native | direct | flotilla | flotilla/native | flotilla/direct |\n")
 	fmt.Fprintf(out, "|---|--:|--:|--:|--:|--:|\n")
 	for _, row := range tableRows {
-		cells := make([]string, 0, 5)
-		any := false
-		for _, m := range measure.Modes {
-			v, ok := r.Median(m)[row.key]
-			any = any || ok
-			cells = append(cells, cell(row.format, v, ok))
-		}
-		if !any {
+		cells, ok := modeCells(r, row)
+		if !ok {
 			continue
 		}
-		rp, ok := r.Ratios[row.key]
-		cells = append(cells, cell("%.2f", rp.FlotillaNative, ok && rp.FlotillaNative != 0),
-			cell("%.2f", rp.FlotillaDirect, ok && rp.FlotillaDirect != 0))
 		fmt.Fprintf(out, "| %s | %s |\n", row.label, strings.Join(cells, " | "))
 	}
 	if len(r.Derived) > 0 {

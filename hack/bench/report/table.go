@@ -143,19 +143,10 @@ func printModes(r *measure.Results, out io.Writer) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "metric\tnative\tdirect\tflotilla\tfl/native\tfl/direct\t")
 	for _, row := range tableRows {
-		cells := make([]string, 0, 5)
-		any := false
-		for _, m := range measure.Modes {
-			v, ok := r.Median(m)[row.key]
-			any = any || ok
-			cells = append(cells, cell(row.format, v, ok))
-		}
-		if !any {
+		cells, ok := modeCells(r, row)
+		if !ok {
 			continue
 		}
-		rp, ok := r.Ratios[row.key]
-		cells = append(cells, cell("%.2f", rp.FlotillaNative, ok && rp.FlotillaNative != 0),
-			cell("%.2f", rp.FlotillaDirect, ok && rp.FlotillaDirect != 0))
 		fmt.Fprintf(tw, "%s\t%s\t\n", row.label, strings.Join(cells, "\t"))
 	}
 	tw.Flush()
@@ -255,4 +246,23 @@ func printModesSpread(r *measure.Results, out io.Writer, keys ...string) {
 			fmt.Fprintf(out, "runs of %s: %s\n", k, strings.Join(parts, "; "))
 		}
 	}
+}
+
+// modeCells is one metric's row of the modes table: each mode's median,
+// then flotilla's ratios to native and to direct. It is false when no mode
+// measured the metric, and the row is left out.
+func modeCells(r *measure.Results, row row) ([]string, bool) {
+	cells := make([]string, 0, 5)
+	any := false
+	for _, m := range measure.Modes {
+		v, ok := r.Median(m)[row.key]
+		any = any || ok
+		cells = append(cells, cell(row.format, v, ok))
+	}
+	if !any {
+		return nil, false
+	}
+	rp, ok := r.Ratios[row.key]
+	return append(cells, cell("%.2f", rp.FlotillaNative, ok && rp.FlotillaNative != 0),
+		cell("%.2f", rp.FlotillaDirect, ok && rp.FlotillaDirect != 0)), true
 }
