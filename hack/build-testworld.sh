@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the test world's binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, etcd, kwok, metrics-server, and the
-# apiserver-network-proxy's proxy-server and proxy-agent) from the Go module proxy
-# at pinned versions into a cache keyed by version, and skips whatever is
-# already there. Prints the bin directory of each component on stdout as
-# NAME=DIR lines, and kwok's stage directory as KWOK_STAGES=DIR.
+# kube-scheduler, kubectl, etcd, kwok, metrics-server, the
+# apiserver-network-proxy's proxy-server and proxy-agent, and Kueue's
+# controller manager) from the Go module proxy at pinned versions into a cache
+# keyed by version, and skips whatever is already there. Prints the bin
+# directory of each component on stdout as NAME=DIR lines, kwok's stage
+# directory as KWOK_STAGES=DIR and Kueue's module directory (whose CRDs a
+# world applies) as KUEUE_MODULE=DIR.
 set -euo pipefail
 
 KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.35.4}"
@@ -12,6 +14,8 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
 KONNECTIVITY_VERSION="${KONNECTIVITY_VERSION:-v0.34.0}"
+# The newest Kueue on the module proxy; it is built against Kubernetes 1.35.
+KUEUE_VERSION="${KUEUE_VERSION:-v0.17.0}"
 CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/testworld"
 
 log() { echo "build-testworld: $*" >&2; }
@@ -230,8 +234,31 @@ MOD
   echo "KONNECTIVITY_BIN=$out/bin"
 }
 
+# build_kueue compiles Kueue's controller manager, which test/kueue runs
+# beside the host apiserver. Its go.mod has no replace directives, so go
+# install builds it straight from the module. The module directory is printed
+# too: a world applies Kueue's CRDs from its config/components/crd/bases, so
+# that none of Kueue's files live in this repository.
+build_kueue() {
+  local out="$CACHE/kueue-$KUEUE_VERSION"
+  if [[ ! -x "$out/bin/kueue" ]]; then
+    announce
+    log "building kueue $KUEUE_VERSION"
+    local tmp; mkdir -p "$out"; tmp="$(mktemp -d "$out/bin.XXXXXX")"
+    GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION" >&2
+    rm -rf "$out/bin" && mv "$tmp" "$out/bin"
+  fi
+  local work src; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  src="$(cd "$work" && go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')"
+  [[ -d "$src/config/components/crd/bases" ]] || { log "cannot find sigs.k8s.io/kueue@$KUEUE_VERSION's CRDs in the module cache"; return 1; }
+  echo "KUEUE_BIN=$out/bin"
+  echo "KUEUE_MODULE=$src"
+}
+
 build_etcd
 build_kwok
 build_metrics_server
 build_konnectivity
+build_kueue
 build_kubernetes

@@ -36,6 +36,11 @@ type Bin struct {
 	// KwokStages is the directory holding the kwok Stage YAML files that
 	// drive the fake nodes and pods; kwok does nothing without stages.
 	KwokStages string
+	// Kueue is Kueue's controller manager (see World.StartKueue), and
+	// KueueModule the directory of its module in the module cache, whose
+	// config holds the CRDs and webhook configurations it needs.
+	Kueue       string
+	KueueModule string
 }
 
 // Binaries runs hack/build-testworld.sh from the repository root (found by
@@ -66,7 +71,7 @@ func Binaries(ctx context.Context) (Bin, error) {
 			dirs[name] = dir
 		}
 	}
-	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
+	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN", "KUEUE_BIN", "KUEUE_MODULE"} {
 		if dirs[name] == "" {
 			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
 		}
@@ -82,6 +87,8 @@ func Binaries(ctx context.Context) (Bin, error) {
 		KwokStages:            dirs["KWOK_STAGES"],
 		KonnectivityServer:    filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-server"),
 		KonnectivityAgent:     filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-agent"),
+		Kueue:                 filepath.Join(dirs["KUEUE_BIN"], "kueue"),
+		KueueModule:           dirs["KUEUE_MODULE"],
 	}
 	if err := b.validate(); err != nil {
 		return Bin{}, err
@@ -116,7 +123,7 @@ func RepoRoot() (string, error) {
 // dies during Start.
 func (b Bin) validate() error {
 	for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok,
-		b.MetricsServer, b.KonnectivityServer, b.KonnectivityAgent} {
+		b.MetricsServer, b.KonnectivityServer, b.KonnectivityAgent, b.Kueue} {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return fmt.Errorf("test world binary: %w", err)
