@@ -10,6 +10,8 @@ import (
 // pod-complete stage recognises Job pods by their owner reference, which a
 // pod forwarded into a member does not carry (its Job lives in the host);
 // Job pods carry the batch.kubernetes.io/job-name label on both sides.
+// A pod annotated with JobPodRunFor (a Go duration) runs that long before it
+// completes, as kwok's own pod-complete stage allows; others complete at once.
 const jobCompleteStage = `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -27,6 +29,10 @@ spec:
       values: ['Running']
     - key: '.metadata.labels["batch.kubernetes.io/job-name"]'
       operator: 'Exists'
+  delay:
+    durationMilliseconds: 0
+    durationFrom:
+      expressionFrom: '.metadata.annotations["` + JobPodRunFor + `"]'
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -46,6 +52,11 @@ spec:
       {{ end }}
       phase: Succeeded
 `
+
+// JobPodRunFor is the annotation on a Job's pod template that keeps its
+// pods running for a while (a Go duration such as "10m") before they
+// complete: a Job that holds its resources, as a real one does.
+const JobPodRunFor = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 // writeJobStage writes jobCompleteStage into the cluster's directory.
 func (c *Cluster) writeJobStage() (string, error) {
