@@ -26,7 +26,7 @@ announced=0
 announce() {
   ((announced)) && return
   announced=1
-  log "first run: building the test world's binaries into $CACHE takes about 15 minutes on 2 cores (the Kubernetes components about 6.5 of them); later runs reuse them"
+  log "first run: building the test world's binaries into $CACHE takes about 20 minutes on 2 cores (the Kubernetes components about 6.5 of them, Kueue about 5); later runs reuse them"
 }
 
 # build_kubernetes compiles the control-plane components and kubectl from a

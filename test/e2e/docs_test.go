@@ -35,6 +35,7 @@ var guides = []string{
 	"docs/storage.md",
 	"docs/kubectl-flotilla.md",
 	"docs/operations.md",
+	"docs/kueue.md",
 	"docs/security.md",
 	"docs/architecture.md",
 }
