@@ -211,6 +211,9 @@ func teamNamespace(t *testing.T) string {
 		_ = hostClient().BatchV1().Jobs(name).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}, metav1.ListOptions{})
 		d, err := dynamic.NewForConfig(env.World.Host().RESTConfig())
 		if err == nil {
+			// The garbage collector would delete them too, but it may not
+			// watch Kueue's CRDs yet when the first test ends.
+			_ = d.Resource(workloads).Namespace(name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 			_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 				l, err := d.Resource(workloads).Namespace(name).List(ctx, metav1.ListOptions{})
 				return err == nil && len(l.Items) == 0, nil
