@@ -72,6 +72,10 @@ func (f fitting) verdict() string {
 			parts = append(parts, n.Name+": "+r)
 		}
 	}
+	if len(f.preempting) > 0 {
+		return fmt.Sprintf("%d/%d clusters can run this pod now, %d by preempting lower-priority pods: %s",
+			len(f.fits), len(f.candidates), len(f.preempting), strings.Join(parts, "; "))
+	}
 	return fmt.Sprintf("%d/%d clusters can run this pod: %s", len(f.fits), len(f.candidates), strings.Join(parts, "; "))
 }
 

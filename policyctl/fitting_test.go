@@ -388,7 +388,8 @@ func TestHighPriorityPodsGoWherePreemptingMakesRoom(t *testing.T) {
 	if b := hostCanBind(t, got, full); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
 		t.Errorf("the host may bind it to %v, want beijing and hangzhou (shenzhen's room is its own pods')", b)
 	}
-	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.Contains(v, "beijing: no node with 15 cpu free (largest 2); fits in beijing by preempting lower-priority pods") {
+	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.HasPrefix(v, "0/3 clusters can run this pod now, 2 by preempting lower-priority pods: ") ||
+		!strings.Contains(v, "beijing: no node with 15 cpu free (largest 2); fits in beijing by preempting lower-priority pods") {
 		t.Errorf("verdict %q does not say it fits beijing by preempting", v)
 	}
 	for name, p := range map[string]*corev1.Pod{
