@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -194,6 +196,16 @@ func TestLargeClusterModelStaysSmall(t *testing.T) {
 	if size > 16<<10 {
 		t.Errorf("the model of 1,000 nodes is %d bytes", size)
 	}
+	// The pods forwarded, of six priorities: the room preempting them
+	// makes at most doubles the model.
+	for i, p := range pods {
+		p.Spec.Priority = ptr.To(int32(i%6) * 100)
+	}
+	withRoom := len(BuildOf(nodes, pods, func(*corev1.Pod) bool { return true }, nil).Encode())
+	t.Logf("with the room preempting makes: %d bytes", withRoom)
+	if withRoom > 2*size+2<<10 {
+		t.Errorf("with the room preempting makes, the model of 1,000 nodes is %d bytes, %d without", withRoom, size)
+	}
 	if len(m.Groups) != 6 {
 		t.Errorf("%d groups, want 6 (3 zones x 2 instance types; instance IDs are per node)", len(m.Groups))
 	}
@@ -332,17 +344,17 @@ func TestPreemptibleRoomStaysSmall(t *testing.T) {
 	if got := len(m.Groups[0].Preempt); got != MaxPriorities {
 		t.Fatalf("%d priorities kept, want %d", got, MaxPriorities)
 	}
-	if last := m.Groups[0].Preempt[MaxPriorities-1]; last.Upto != 70 || last.Free[0].Free[0] != 8000+16000 {
-		t.Errorf("the highest priority kept: %+v, want upto 70 with 24 cpu free", last)
+	if last := m.Groups[0].Preempt[MaxPriorities-1]; last.Upto != 30 || last.Free[0].Free[0] != 8000+8000 {
+		t.Errorf("the highest priority kept: %+v, want upto 30 with 16 cpu free", last)
 	}
 	// A pod above every priority is told of the room below the highest
 	// kept: less than preempting would make, never more.
 	c := NewClusterOf("x", nil, m)
-	if v := c.Check(DemandOf(builder.Pod("").CPU("24").Priority("", 1000).Obj())); !v.Preempting {
-		t.Errorf("24 cpu by preempting: %+v", v)
+	if v := c.Check(DemandOf(builder.Pod("").CPU("16").Priority("", 1000).Obj())); !v.Preempting {
+		t.Errorf("16 cpu by preempting: %+v", v)
 	}
-	if v := c.Check(DemandOf(builder.Pod("").CPU("25").Priority("", 1000).Obj())); v.Preempting {
-		t.Errorf("25 cpu by preempting: %+v, want more than the model tells", v)
+	if v := c.Check(DemandOf(builder.Pod("").CPU("17").Priority("", 1000).Obj())); v.Preempting {
+		t.Errorf("17 cpu by preempting: %+v, want more than the model tells", v)
 	}
 	old := `{"resources":["cpu","memory","pods"],"groups":[{"free":[{"n":1,"v":[1000,0,10]}],"largest":[1000,0,10]}]}`
 	if _, err := Decode(old); err != nil {

@@ -21,9 +21,12 @@ const (
 	// MaxSlots is the most distinct free vectors a group holds.
 	MaxSlots = 32
 	// MaxPriorities is the most priorities a group tells preemptible room
-	// for; the lowest are kept, so a pod of a higher priority is told of
-	// less room than preempting would make, never more.
-	MaxPriorities = 8
+	// for, and MaxPreemptSlots the most free vectors it keeps for each:
+	// the room preempting makes at most doubles a model's size. The lowest
+	// priorities are kept, and the vectors rounded as Free's are, so a pod
+	// is told of less room than preempting would make, never more.
+	MaxPriorities   = 4
+	MaxPreemptSlots = 8
 )
 
 // Model describes the member nodes behind one virtual node.
@@ -276,7 +279,7 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) NodeUse, grow []Node
 				g.Largest[d] = max(g.Largest[d], x)
 			}
 		}
-		g.Free = slots(vectors, g.Largest)
+		g.Free = slots(vectors, g.Largest, MaxSlots)
 		g.Preempt = preemptSlots(members[k], left, preemptible, index)
 		m.Groups = append(m.Groups, *g)
 	}
@@ -335,7 +338,7 @@ func preemptSlots(group []int, left [][]int64, preemptible []map[int32]Use, inde
 				largest[d] = max(largest[d], x)
 			}
 		}
-		out = append(out, Preemptible{Upto: upto, Free: slots(vectors, largest)})
+		out = append(out, Preemptible{Upto: upto, Free: slots(vectors, largest, MaxPreemptSlots)})
 	}
 	return out
 }
@@ -447,30 +450,30 @@ func groupKey(g Group) string {
 	return b.String()
 }
 
-// slots returns the distinct free vectors, at most MaxSlots of them:
-// when there are more, every resource is rounded down to a grid of
+// slots returns the distinct free vectors, at most limit of them: when
+// there are more, every resource is rounded down to a grid of
 // largest/2^k, coarser until they fit.
-func slots(vectors [][]int64, largest []int64) []Slot {
+func slots(vectors [][]int64, largest []int64, limit int) []Slot {
 	out := distinct(vectors, nil)
-	for k := 6; len(out) > MaxSlots && k >= 0; k-- {
+	for k := 6; len(out) > limit && k >= 0; k-- {
 		step := make([]int64, len(largest))
 		for d, l := range largest {
 			step[d] = max(l>>k, 1)
 		}
 		out = distinct(vectors, step)
 	}
-	if len(out) > MaxSlots {
+	if len(out) > limit {
 		// Still too many: keep the largest, and fold the rest into
 		// their common minimum, which each of them has free.
 		slices.SortStableFunc(out, func(a, b Slot) int { return cmp.Compare(total(b.Free, largest), total(a.Free, largest)) })
-		rest := Slot{Free: slices.Clone(out[MaxSlots-1].Free)}
-		for _, s := range out[MaxSlots-1:] {
+		rest := Slot{Free: slices.Clone(out[limit-1].Free)}
+		for _, s := range out[limit-1:] {
 			rest.Nodes += s.Nodes
 			for d := range rest.Free {
 				rest.Free[d] = min(rest.Free[d], s.Free[d])
 			}
 		}
-		out = append(out[:MaxSlots-1], rest)
+		out = append(out[:limit-1], rest)
 	}
 	slices.SortFunc(out, func(a, b Slot) int { return slices.Compare(b.Free, a.Free) })
 	return out
