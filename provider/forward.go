@@ -93,8 +93,17 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 			return false, err
 		}
 	case mirror.MissingClass(err):
-		// Deleted in the member since it was seen there: made again.
+		// Deleted in the member since it was seen there, or not seen for
+		// want of the right to read it: made now, and the pod forwarded
+		// again; or, where it cannot be made, the pod is refused.
 		p.mirrors.PriorityClasses.Forget(pod.Spec.PriorityClassName)
+		out, ensureErr := p.mirrors.PriorityClasses.Ensure(ctx, pod)
+		if ensureErr != nil {
+			return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, ensureErr)
+		}
+		if !out.Copied {
+			return false, fmt.Errorf("create pod %s/%s in cluster %s: %w (flotilla-node may not read PriorityClasses there to copy it)", t.Namespace, pod.Name, t.Cluster, err)
+		}
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w: %w", t.Namespace, pod.Name, t.Cluster, err, transient.ErrRetry)
 	case err != nil:
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)

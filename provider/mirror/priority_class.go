@@ -72,6 +72,11 @@ func (c *PriorityClasses) Ensure(ctx context.Context, pod *corev1.Pod) (ClassOut
 	api := c.client.SchedulingV1().PriorityClasses()
 	copied := false
 	pc, err := api.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsForbidden(err) {
+		// A member role without the rule: the member's admission says
+		// whether it has the class (see MissingClass).
+		return ClassOutcome{}, nil
+	}
 	if apierrors.IsNotFound(err) {
 		pc, err = api.Create(ctx, &schedulingv1.PriorityClass{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: c.owner.Stamp(map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue})},
@@ -88,7 +93,7 @@ func (c *PriorityClasses) Ensure(ctx context.Context, pod *corev1.Pod) (ClassOut
 	}
 	switch {
 	case apierrors.IsForbidden(err):
-		return ClassOutcome{}, fmt.Errorf("the member has no PriorityClass %s and flotilla-node may not read or create one there "+
+		return ClassOutcome{}, fmt.Errorf("the member has no PriorityClass %s and flotilla-node may not create one there "+
 			"(its member role needs get and create on priorityclasses.scheduling.k8s.io): %w", name, err)
 	case err != nil:
 		return ClassOutcome{}, fmt.Errorf("ensure PriorityClass %s: %w: %w", name, err, transient.ErrRetry)
