@@ -93,10 +93,10 @@ func Explain(ctx context.Context, c kubernetes.Interface, ns, name string) (*Exp
 	if err != nil {
 		return nil, err
 	}
-	return explainPod(ctx, c, pod)
+	return explainPod(ctx, c, pod, &preemptions{})
 }
 
-func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*Explanation, error) {
+func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, pre *preemptions) (*Explanation, error) {
 	evs, err := c.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name})
 	if err != nil {
@@ -128,27 +128,37 @@ func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*
 		}
 	}
 	x := explain(pod, node, hostNode, events)
-	if x.Preempted, err = preemptedFor(ctx, c, pod); err != nil {
+	if x.Preempted, err = pre.of(ctx, c, pod); err != nil {
 		return nil, err
 	}
 	return x, nil
 }
 
-// preemptedFor returns the pods the host scheduler preempted for pod: the
-// subjects of its Preempted events that name pod as the preemptor. Victims
-// may be in any namespace; a user who may not list events in all of them
-// is told of those in the pod's own.
-func preemptedFor(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) ([]string, error) {
-	opts := metav1.ListOptions{FieldSelector: "reason=Preempted"}
-	evs, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, opts)
-	if apierrors.IsForbidden(err) {
-		evs, err = c.CoreV1().Events(pod.Namespace).List(ctx, opts)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("preemption events: %w", err)
+// preemptions are the host scheduler's Preempted events, read once for
+// the pods of one explain (a workload's share a namespace).
+type preemptions struct {
+	events []corev1.Event
+	read   bool
+}
+
+// of returns the pods the host scheduler preempted for pod: the subjects
+// of its Preempted events that name pod as the preemptor. Victims may be
+// in any namespace; a user who may not list events in all of them is told
+// of those in the pod's own.
+func (p *preemptions) of(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) ([]string, error) {
+	if !p.read {
+		opts := metav1.ListOptions{FieldSelector: "reason=Preempted"}
+		evs, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, opts)
+		if apierrors.IsForbidden(err) {
+			evs, err = c.CoreV1().Events(pod.Namespace).List(ctx, opts)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("preemption events: %w", err)
+		}
+		p.events, p.read = evs.Items, true
 	}
 	var out []string
-	for _, e := range evs.Items {
+	for _, e := range p.events {
 		byPod := e.Related != nil && e.Related.UID == pod.UID
 		if e.Reason != "Preempted" || !byPod && !strings.Contains(e.Message, "Preempted by pod "+string(pod.UID)+" ") {
 			continue
@@ -455,8 +465,9 @@ func ExplainWorkload(ctx context.Context, c kubernetes.Interface, ns, kind, name
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	var xs []*Explanation
+	pre := &preemptions{}
 	for i := range pods.Items {
-		x, err := explainPod(ctx, c, &pods.Items[i])
+		x, err := explainPod(ctx, c, &pods.Items[i], pre)
 		if err != nil {
 			return nil, err
 		}
