@@ -123,7 +123,10 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// The sum above is what the host scheduler counts; the model
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
-			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildFrom(eligible, func(node string) fit.Use { return all[node] }, cfg.Grow).Encode()},
+			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildFrom(eligible, func(node string) fit.NodeUse {
+				// What this virtual node forwarded the host can preempt.
+				return fit.NodeUse{All: all[node], Preemptible: usage.ByPriority(node, keyOf(cfg.Owner()))}
+			}, cfg.Grow).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

@@ -193,3 +193,33 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 		t.Error("a forwarded pod bound on a member node leaves the published node as it was")
 	}
 }
+
+// TestBuildPublishesPreemptibleRoom: the room a higher-priority pod can
+// make is what the pods this virtual node forwarded hold, not the
+// member's own pods, which the host cannot preempt.
+func TestBuildPublishesPreemptibleRoom(t *testing.T) {
+	cfg := Config{Name: "beijing", Installation: "host-1"}
+	snap := Snapshot{
+		Nodes: []*corev1.Node{
+			builder.Node("bj-1").Labels(linuxAMD64).CPU("32").Memory("64Gi").Pods("110").Ready().Obj(),
+			builder.Node("bj-2").Labels(linuxAMD64).CPU("32").Memory("64Gi").Pods("110").Ready().Obj(),
+		},
+		Pods: []*corev1.Pod{
+			builder.Pod("mine").Node("bj-1").CPU("10").Labels(forwarded).Priority("low", 10).Phase(corev1.PodRunning).Obj(),
+			builder.Pod("theirs-1").Node("bj-1").CPU("15").Priority("low", 10).Phase(corev1.PodRunning).Obj(),
+			builder.Pod("theirs-2").Node("bj-2").CPU("30").Priority("low", 10).Phase(corev1.PodRunning).Obj(),
+		},
+		Reachable: true,
+	}
+	c, err := fit.NewCluster(Build(cfg, snap, nil, time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := c.Check(fit.DemandOf(builder.Pod("high").CPU("15").Priority("high", 1000).Obj()))
+	if v.Fits || !v.Preempting {
+		t.Errorf("a 15-cpu pod of priority 1000: %+v, want it to fit by preempting on bj-1", v)
+	}
+	if v := c.Check(fit.DemandOf(builder.Pod("high").CPU("20").Priority("high", 1000).Obj())); v.Preempting {
+		t.Errorf("a 20-cpu pod fits by preempting: %+v, but preempting makes 17 cpu on bj-1, and the member's own pods on bj-2 are not the host's to preempt", v)
+	}
+}

@@ -22,17 +22,26 @@ type Demand struct {
 	affinity    nodeaffinity.RequiredNodeAffinity
 	requests    corev1.ResourceList
 	tolerations []corev1.Toleration
+	// priority is the pod's, and preempts whether it may preempt pods of
+	// lower priority to make room (its preemption policy is not Never).
+	priority int32
+	preempts bool
 }
 
 // DemandOf returns what pod asks of a member node: its requests as the
 // scheduler counts them, its node selector and required node affinity,
-// and its tolerations. The pod is read, not kept past the call's users.
+// its tolerations, and its priority as the host's admission resolved it
+// (spec.priority) with its preemption policy. The pod is read, not kept
+// past the call's users.
 func DemandOf(pod *corev1.Pod) Demand {
 	return Demand{
 		pod:         pod,
 		affinity:    nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests:    resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}),
 		tolerations: pod.Spec.Tolerations,
+		priority:    priorityOf(&pod.Spec),
+		preempts: pod.Spec.Priority != nil &&
+			(pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != corev1.PreemptNever),
 	}
 }
 
@@ -95,6 +104,10 @@ type Verdict struct {
 	// Reason says why the pod does not fit, as a user reads it:
 	// "no node with 20 cpu free (largest 12)".
 	Reason string
+	// Preempting is true when the pod does not fit now but would on one
+	// member node if the host preempted pods of lower priority there:
+	// the host scheduler's preemption can make the room.
+	Preempting bool
 }
 
 // want is a demand expressed in a model's dimensions.
@@ -155,7 +168,7 @@ func (c *Cluster) Check(d Demand) Verdict {
 	matched := false
 	var taint *corev1.Taint
 	largest := make([]int64, len(m.Resources))
-	tolerated := false
+	tolerated, preempting := false, false
 	for i, g := range m.Groups {
 		ok, t := eligible(d, c.groups[i], g.Taints)
 		if !ok {
@@ -180,6 +193,7 @@ func (c *Cluster) Check(d Demand) Verdict {
 				return Verdict{Fits: true, Known: true}
 			}
 		}
+		preempting = preempting || (d.preempts && g.fitsPreempting(d.priority, w.v))
 	}
 	if m.Omitted > 0 {
 		return Verdict{Fits: true, Reason: fmt.Sprintf("%d nodes are not in the model", m.Omitted)}
@@ -195,7 +209,29 @@ func (c *Cluster) Check(d Demand) Verdict {
 	case len(w.missing) > 0:
 		return Verdict{Known: true, Reason: "no node has " + joinNames(w.missing)}
 	}
-	return Verdict{Known: true, Reason: shortfall(m, w.v, largest)}
+	return Verdict{Known: true, Reason: shortfall(m, w.v, largest), Preempting: preempting}
+}
+
+// fitsPreempting reports whether want fits a node of g once the
+// preemptible pods of priority below priority are gone.
+func (g *Group) fitsPreempting(priority int32, want []int64) bool {
+	// The entries are lowest first: the last one below the pod's
+	// priority frees the most.
+	var best *Preemptible
+	for i := range g.Preempt {
+		if g.Preempt[i].Upto < priority {
+			best = &g.Preempt[i]
+		}
+	}
+	if best == nil {
+		return false
+	}
+	for _, s := range best.Free {
+		if covers(s.Free, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // shortfall explains why no slot covers want although the nodes match.

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"k8s.io/utils/ptr"
+
 	"flotilla.io/flotilla/internal/builder"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -194,6 +196,16 @@ func TestLargeClusterModelStaysSmall(t *testing.T) {
 	if size > 16<<10 {
 		t.Errorf("the model of 1,000 nodes is %d bytes", size)
 	}
+	// The pods forwarded, of six priorities: the room preempting them
+	// makes at most doubles the model.
+	for i, p := range pods {
+		p.Spec.Priority = ptr.To(int32(i%6) * 100)
+	}
+	withRoom := len(BuildOf(nodes, pods, func(*corev1.Pod) bool { return true }, nil).Encode())
+	t.Logf("with the room preempting makes: %d bytes", withRoom)
+	if withRoom > 2*size+2<<10 {
+		t.Errorf("with the room preempting makes, the model of 1,000 nodes is %d bytes, %d without", withRoom, size)
+	}
 	if len(m.Groups) != 6 {
 		t.Errorf("%d groups, want 6 (3 zones x 2 instance types; instance IDs are per node)", len(m.Groups))
 	}
@@ -265,5 +277,87 @@ func BenchmarkBuild(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		_ = Build(nodes, pods, nil).Encode()
+	}
+}
+
+// TestCheckPreempting: a pod that fits no node now fits by preempting
+// when the pods the virtual node forwarded with a lower priority hold
+// enough on one node; never by preempting its equals, the member's own
+// pods, or when its preemption policy is Never.
+func TestCheckPreempting(t *testing.T) {
+	two32 := []*corev1.Node{
+		builder.Node("a").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+		builder.Node("b").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
+	}
+	forwarded := func(p *corev1.Pod) bool { return p.Labels["forwarded"] == "true" }
+	low := func(node string, cpu string, priority int32) *corev1.Pod {
+		return builder.Pod("").Node(node).CPU(cpu).Label("forwarded", "true").Priority("low", priority).Obj()
+	}
+	own := func(node string, cpu string, priority int32) *corev1.Pod {
+		return builder.Pod("").Node(node).CPU(cpu).Priority("member", priority).Obj()
+	}
+	full := []*corev1.Pod{low("a", "15", 10), low("a", "15", 10), low("b", "15", 10), low("b", "15", 10)}
+	mixed := []*corev1.Pod{low("a", "15", 10), low("a", "15", 500), low("b", "15", 500), low("b", "15", 500)}
+	for name, tc := range map[string]struct {
+		pods       []*corev1.Pod
+		pod        *corev1.Pod
+		fits       bool
+		preempting bool
+	}{
+		"a higher priority preempts":               {full, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, true},
+		"an equal priority does not":               {full, builder.Pod("").CPU("15").Priority("low", 10).Obj(), false, false},
+		"no priority does not":                     {full, builder.Pod("").CPU("15").Obj(), false, false},
+		"preemption policy Never does not":         {full, builder.Pod("").CPU("15").Priority("high", 1000).NeverPreempt().Obj(), false, false},
+		"more than a node holds":                   {full, builder.Pod("").CPU("33").Priority("high", 1000).Obj(), false, false},
+		"a whole node":                             {full, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true},
+		"what fits outright fits":                  {full, builder.Pod("").CPU("2").Priority("high", 1000).Obj(), true, false},
+		"only the lower of two priorities goes":    {mixed, builder.Pod("").CPU("17").Priority("mid", 100).Obj(), false, true},
+		"not enough below the pod's priority":      {mixed, builder.Pod("").CPU("18").Priority("mid", 100).Obj(), false, false},
+		"above both, a whole node":                 {mixed, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true},
+		"the member's own pods are not the host's": {[]*corev1.Pod{own("a", "30", 1), own("b", "30", 1)}, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, false},
+		"room split over two nodes is no room": {[]*corev1.Pod{low("a", "20", 10), own("a", "10", 1000), low("b", "20", 10), own("b", "10", 1000)},
+			builder.Pod("").CPU("25").Priority("high", 1000).Obj(), false, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			back, err := Decode(BuildOf(two32, tc.pods, forwarded, nil).Encode())
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := NewClusterOf("beijing", nil, back).Check(DemandOf(tc.pod))
+			if v.Fits != tc.fits || v.Preempting != tc.preempting || !v.Known {
+				t.Errorf("got %+v, want fits=%v preempting=%v", v, tc.fits, tc.preempting)
+			}
+		})
+	}
+}
+
+// TestPreemptibleRoomStaysSmall: a group tells the room of at most
+// MaxPriorities priorities, the lowest, and models without it (older
+// flotilla-nodes') still read.
+func TestPreemptibleRoomStaysSmall(t *testing.T) {
+	nodes := []*corev1.Node{builder.Node("a").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj()}
+	var pods []*corev1.Pod
+	for p := range int32(12) {
+		pods = append(pods, builder.Pod("").Node("a").CPU("2").Label("f", "y").Priority("", p*10).Obj())
+	}
+	m := BuildOf(nodes, pods, func(p *corev1.Pod) bool { return p.Labels["f"] == "y" }, nil)
+	if got := len(m.Groups[0].Preempt); got != MaxPriorities {
+		t.Fatalf("%d priorities kept, want %d", got, MaxPriorities)
+	}
+	if last := m.Groups[0].Preempt[MaxPriorities-1]; last.Upto != 30 || last.Free[0].Free[0] != 8000+8000 {
+		t.Errorf("the highest priority kept: %+v, want upto 30 with 16 cpu free", last)
+	}
+	// A pod above every priority is told of the room below the highest
+	// kept: less than preempting would make, never more.
+	c := NewClusterOf("x", nil, m)
+	if v := c.Check(DemandOf(builder.Pod("").CPU("16").Priority("", 1000).Obj())); !v.Preempting {
+		t.Errorf("16 cpu by preempting: %+v", v)
+	}
+	if v := c.Check(DemandOf(builder.Pod("").CPU("17").Priority("", 1000).Obj())); v.Preempting {
+		t.Errorf("17 cpu by preempting: %+v, want more than the model tells", v)
+	}
+	old := `{"resources":["cpu","memory","pods"],"groups":[{"free":[{"n":1,"v":[1000,0,10]}],"largest":[1000,0,10]}]}`
+	if _, err := Decode(old); err != nil {
+		t.Errorf("a model without preemptible room: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Limits that keep a model small whatever the cluster's size.
@@ -19,6 +20,13 @@ const (
 	MaxGroups = 32
 	// MaxSlots is the most distinct free vectors a group holds.
 	MaxSlots = 32
+	// MaxPriorities is the most priorities a group tells preemptible room
+	// for, and MaxPreemptSlots the most free vectors it keeps for each:
+	// the room preempting makes at most doubles a model's size. The lowest
+	// priorities are kept, and the vectors rounded as Free's are, so a pod
+	// is told of less room than preempting would make, never more.
+	MaxPriorities   = 4
+	MaxPreemptSlots = 8
 )
 
 // Model describes the member nodes behind one virtual node.
@@ -49,6 +57,21 @@ type Group struct {
 	// Largest is, per resource, the most any one node of the group has
 	// free: exact even when Free was rounded, so messages can say it.
 	Largest []int64 `json:"largest"`
+	// Preempt is what the nodes would have free if the host preempted
+	// pods of low priority there, one entry per priority of the pods the
+	// virtual node forwarded to them, lowest first. Older models have
+	// none, and older readers ignore it.
+	Preempt []Preemptible `json:"preempt,omitempty"`
+}
+
+// Preemptible is the room a group's nodes would have if the pods the
+// virtual node forwarded there with priority Upto or lower were preempted:
+// the host scheduler can preempt them, as it sees them bound to the
+// virtual node. The member's own pods are not counted: the host cannot
+// see them, so it cannot preempt them.
+type Preemptible struct {
+	Upto int32  `json:"upto"`
+	Free []Slot `json:"free"`
 }
 
 // Slot is a free vector and how many nodes have (at least) it.
@@ -97,6 +120,15 @@ func Decode(s string) (*Model, error) {
 			}
 		}
 	}
+	for _, g := range m.Groups {
+		for _, p := range g.Preempt {
+			for _, s := range p.Free {
+				if len(s.Free) != len(m.Resources) {
+					return nil, fmt.Errorf("decode fit model: a preemptible slot has %d resources, want %d", len(s.Free), len(m.Resources))
+				}
+			}
+		}
+	}
 	for _, s := range m.Grow {
 		if len(s.Allocatable) != len(m.Resources) {
 			return nil, fmt.Errorf("decode fit model: a shape has %d resources, want %d", len(s.Allocatable), len(m.Resources))
@@ -131,16 +163,46 @@ func quantity(name corev1.ResourceName, v int64) string {
 // cluster can add nodes: of the shapes given, or when there are none, of
 // the shape of its largest node.
 func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
+	return BuildOf(nodes, pods, nil, grow)
+}
+
+// BuildOf is Build where forwarded, when not nil, tells the pods the
+// virtual node forwarded: what they hold, by priority, is room the host
+// can make by preempting them.
+func BuildOf(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool, grow []NodeShape) *Model {
 	on := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		on[n.Name] = true
 	}
-	u := UsageOf(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !on[p.Spec.NodeName] }), nil)
-	return BuildFrom(nodes, func(node string) Use { all, _ := u.Of(node, ""); return all }, grow)
+	var group func(metav1.Object) string
+	if forwarded != nil {
+		group = func(o metav1.Object) string {
+			if p, ok := o.(*corev1.Pod); ok && forwarded(p) {
+				return forwardedGroup
+			}
+			return ""
+		}
+	}
+	u := UsageOf(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !on[p.Spec.NodeName] }), group)
+	return BuildFrom(nodes, func(node string) NodeUse {
+		all, _ := u.Of(node, "")
+		return NodeUse{All: all, Preemptible: u.ByPriority(node, forwardedGroup)}
+	}, grow)
+}
+
+// forwardedGroup is BuildOf's group of the pods the virtual node forwarded.
+const forwardedGroup = "forwarded"
+
+// NodeUse is what the pods on a member node request: all of them, and by
+// priority, those the host can preempt (the pods the virtual node
+// forwarded).
+type NodeUse struct {
+	All         Use
+	Preemptible map[int32]Use
 }
 
 // BuildFrom is Build given what the pods on each node request.
-func BuildFrom(nodes []*corev1.Node, used func(node string) Use, grow []NodeShape) *Model {
+func BuildFrom(nodes []*corev1.Node, used func(node string) NodeUse, grow []NodeShape) *Model {
 	m := &Model{}
 	index := map[corev1.ResourceName]int{}
 	dim := func(name corev1.ResourceName) int {
@@ -166,21 +228,24 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) Use, grow []NodeShap
 		}
 	}
 
+	// left is what each node has left, below zero where its pods ask
+	// more than it has; free is that, from zero up.
+	left := make([][]int64, len(nodes))
 	free := make([][]int64, len(nodes))
+	preemptible := make([]map[int32]Use, len(nodes))
 	for i, n := range nodes {
 		v := make([]int64, len(m.Resources))
 		for name, q := range n.Status.Allocatable {
 			v[index[name]] = value(name, q)
 		}
-		for name, x := range used(n.Name) {
+		u := used(n.Name)
+		for name, x := range u.All {
 			if d, ok := index[name]; ok {
 				v[d] -= x
 			}
 		}
-		for d := range v {
-			v[d] = max(v[d], 0)
-		}
-		free[i] = v
+		left[i], preemptible[i] = v, u.Preemptible
+		free[i] = atLeastZero(v)
 	}
 
 	labels := publishedLabels(nodes)
@@ -214,7 +279,8 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) Use, grow []NodeShap
 				g.Largest[d] = max(g.Largest[d], x)
 			}
 		}
-		g.Free = slots(vectors, g.Largest)
+		g.Free = slots(vectors, g.Largest, MaxSlots)
+		g.Preempt = preemptSlots(members[k], left, preemptible, index)
 		m.Groups = append(m.Groups, *g)
 	}
 
@@ -222,6 +288,59 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) Use, grow []NodeShap
 		m.Grow = shapes(m, index, nodes, labels, grow)
 	}
 	return m
+}
+
+func atLeastZero(v []int64) []int64 {
+	out := make([]int64, len(v))
+	for d, x := range v {
+		out[d] = max(x, 0)
+	}
+	return out
+}
+
+// preemptSlots returns, for the nodes of one group (indexes into left and
+// preemptible), the room preempting would make: for each priority of the
+// preemptible pods on them, lowest first and at most MaxPriorities, the
+// nodes' free vectors if every preemptible pod of that priority or lower
+// were gone.
+func preemptSlots(group []int, left [][]int64, preemptible []map[int32]Use, index map[corev1.ResourceName]int) []Preemptible {
+	var priorities []int32
+	for _, i := range group {
+		for p := range preemptible[i] {
+			if !slices.Contains(priorities, p) {
+				priorities = append(priorities, p)
+			}
+		}
+	}
+	slices.Sort(priorities)
+	if len(priorities) > MaxPriorities {
+		priorities = priorities[:MaxPriorities]
+	}
+	var out []Preemptible
+	for _, upto := range priorities {
+		vectors := make([][]int64, 0, len(group))
+		largest := make([]int64, len(left[group[0]]))
+		for _, i := range group {
+			v := slices.Clone(left[i])
+			for p, u := range preemptible[i] {
+				if p > upto {
+					continue
+				}
+				for name, x := range u {
+					if d, ok := index[name]; ok {
+						v[d] += x
+					}
+				}
+			}
+			v = atLeastZero(v)
+			vectors = append(vectors, v)
+			for d, x := range v {
+				largest[d] = max(largest[d], x)
+			}
+		}
+		out = append(out, Preemptible{Upto: upto, Free: slots(vectors, largest, MaxPreemptSlots)})
+	}
+	return out
 }
 
 // shapes returns the shapes a growable cluster can add: those configured,
@@ -331,30 +450,30 @@ func groupKey(g Group) string {
 	return b.String()
 }
 
-// slots returns the distinct free vectors, at most MaxSlots of them:
-// when there are more, every resource is rounded down to a grid of
+// slots returns the distinct free vectors, at most limit of them: when
+// there are more, every resource is rounded down to a grid of
 // largest/2^k, coarser until they fit.
-func slots(vectors [][]int64, largest []int64) []Slot {
+func slots(vectors [][]int64, largest []int64, limit int) []Slot {
 	out := distinct(vectors, nil)
-	for k := 6; len(out) > MaxSlots && k >= 0; k-- {
+	for k := 6; len(out) > limit && k >= 0; k-- {
 		step := make([]int64, len(largest))
 		for d, l := range largest {
 			step[d] = max(l>>k, 1)
 		}
 		out = distinct(vectors, step)
 	}
-	if len(out) > MaxSlots {
+	if len(out) > limit {
 		// Still too many: keep the largest, and fold the rest into
 		// their common minimum, which each of them has free.
 		slices.SortStableFunc(out, func(a, b Slot) int { return cmp.Compare(total(b.Free, largest), total(a.Free, largest)) })
-		rest := Slot{Free: slices.Clone(out[MaxSlots-1].Free)}
-		for _, s := range out[MaxSlots-1:] {
+		rest := Slot{Free: slices.Clone(out[limit-1].Free)}
+		for _, s := range out[limit-1:] {
 			rest.Nodes += s.Nodes
 			for d := range rest.Free {
 				rest.Free[d] = min(rest.Free[d], s.Free[d])
 			}
 		}
-		out = append(out[:MaxSlots-1], rest)
+		out = append(out[:limit-1], rest)
 	}
 	slices.SortFunc(out, func(a, b Slot) int { return slices.Compare(b.Free, a.Free) })
 	return out

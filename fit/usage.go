@@ -37,7 +37,8 @@ func useOf(p *corev1.Pod) Use {
 //
 // Pods fall into groups (group, when not nil, names a pod's), and the sums
 // are also kept per group, so that a virtual node can tell the pods it
-// forwarded from the others on the same node.
+// forwarded from the others on the same node, and per group and priority
+// for the pods of a named group (the room preempting them would make).
 //
 // It is safe for concurrent use.
 type Usage struct {
@@ -53,6 +54,7 @@ type Usage struct {
 
 type podUse struct {
 	node, group string
+	priority    int32
 	// generation is the pod's when its use was read: the apiserver bumps
 	// it on every change of the spec (Kubernetes 1.33 and later), so the
 	// same generation on the same node is the same use. 0 reads it again.
@@ -69,6 +71,9 @@ type sharedUse struct {
 type nodeUse struct {
 	all    Use
 	groups map[string]Use
+	// byPriority holds the sums of the pods of each named group, by
+	// their priority.
+	byPriority map[string]map[int32]Use
 }
 
 // NewUsage returns an empty Usage; group, when not nil, names the group of
@@ -82,10 +87,19 @@ func UsageOf(pods []*corev1.Pod, group func(metav1.Object) string) *Usage {
 	u := NewUsage(group)
 	for _, p := range pods {
 		if counts(&p.Spec, p.Status.Phase) {
-			u.add(p.Spec.NodeName, u.groupOf(p), useOf(p), 1)
+			u.add(p.Spec.NodeName, u.groupOf(p), priorityOf(&p.Spec), useOf(p), 1)
 		}
 	}
 	return u
+}
+
+// priorityOf is a pod's priority as its apiserver resolved it, 0 when
+// none was.
+func priorityOf(spec *corev1.PodSpec) int32 {
+	if spec.Priority == nil {
+		return 0
+	}
+	return *spec.Priority
 }
 
 func counts(spec *corev1.PodSpec, phase corev1.PodPhase) bool {
@@ -121,7 +135,8 @@ func (u *Usage) set(meta *metav1.ObjectMeta, spec *corev1.PodSpec, phase corev1.
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	old, ok := u.pods[meta.UID]
-	if ok && old.node == spec.NodeName && old.group == group && old.generation != 0 && old.generation == meta.Generation {
+	priority := priorityOf(spec)
+	if ok && old.node == spec.NodeName && old.group == group && old.priority == priority && old.generation != 0 && old.generation == meta.Generation {
 		return
 	}
 	if p == nil {
@@ -129,11 +144,11 @@ func (u *Usage) set(meta *metav1.ObjectMeta, spec *corev1.PodSpec, phase corev1.
 	}
 	s := u.share(useOf(p))
 	if ok {
-		u.add(old.node, old.group, old.use.use, -1)
+		u.add(old.node, old.group, old.priority, old.use.use, -1)
 		u.release(old.use)
 	}
-	u.pods[meta.UID] = podUse{node: spec.NodeName, group: group, generation: meta.Generation, use: s}
-	u.add(spec.NodeName, group, s.use, 1)
+	u.pods[meta.UID] = podUse{node: spec.NodeName, group: group, priority: priority, generation: meta.Generation, use: s}
+	u.add(spec.NodeName, group, priority, s.use, 1)
 }
 
 // Delete forgets the pod with uid.
@@ -145,7 +160,7 @@ func (u *Usage) Delete(uid types.UID) {
 		return
 	}
 	delete(u.pods, uid)
-	u.add(old.node, old.group, old.use.use, -1)
+	u.add(old.node, old.group, old.priority, old.use.use, -1)
 	u.release(old.use)
 }
 
@@ -161,6 +176,22 @@ func (u *Usage) Of(node, group string) (all, ofGroup Use) {
 	return maps.Clone(n.all), maps.Clone(n.groups[group])
 }
 
+// ByPriority returns what the pods of group on node request, by their
+// priority; the caller's. The pods of the unnamed group are not kept so.
+func (u *Usage) ByPriority(node, group string) map[int32]Use {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.nodes[node]
+	if n == nil || len(n.byPriority[group]) == 0 {
+		return nil
+	}
+	out := make(map[int32]Use, len(n.byPriority[group]))
+	for p, use := range n.byPriority[group] {
+		out[p] = maps.Clone(use)
+	}
+	return out
+}
+
 // Len is the number of pods recorded.
 func (u *Usage) Len() int {
 	u.mu.Lock()
@@ -168,13 +199,34 @@ func (u *Usage) Len() int {
 	return len(u.pods)
 }
 
-// add adds sign times use to node's sums, forgetting the sums that fall
-// to no pods. Call it with mu held.
-func (u *Usage) add(node, group string, use Use, sign int64) {
+// add adds sign times use, of a pod of group with priority, to node's
+// sums, forgetting the sums that fall to no pods. Call it with mu held.
+func (u *Usage) add(node, group string, priority int32, use Use, sign int64) {
 	n := u.nodes[node]
 	if n == nil {
-		n = &nodeUse{all: Use{}, groups: map[string]Use{}}
+		n = &nodeUse{all: Use{}, groups: map[string]Use{}, byPriority: map[string]map[int32]Use{}}
 		u.nodes[node] = n
+	}
+	if group != "" {
+		byP := n.byPriority[group]
+		if byP == nil {
+			byP = map[int32]Use{}
+			n.byPriority[group] = byP
+		}
+		p := byP[priority]
+		if p == nil {
+			p = Use{}
+			byP[priority] = p
+		}
+		for name, v := range use {
+			addTo(p, name, sign*v)
+		}
+		if p[corev1.ResourcePods] == 0 {
+			delete(byP, priority)
+		}
+		if len(byP) == 0 {
+			delete(n.byPriority, group)
+		}
 	}
 	g := n.groups[group]
 	if g == nil {

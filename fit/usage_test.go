@@ -35,7 +35,8 @@ func TestUsageFollowsPods(t *testing.T) {
 		} else {
 			b := builder.Pod("").UID(string(uid)).Node(nodes[r.IntN(len(nodes))]).
 				CPU(fmt.Sprintf("%dm", 100*r.IntN(3))).Memory(fmt.Sprintf("%dMi", 64*r.IntN(3))).
-				Label("group", groups[r.IntN(len(groups))]).Phase(phases[r.IntN(len(phases))])
+				Label("group", groups[r.IntN(len(groups))]).Phase(phases[r.IntN(len(phases))]).
+				Priority("", int32(r.IntN(3)))
 			// A new generation with every new spec; pods of members
 			// older than Kubernetes 1.33 have none.
 			if r.IntN(4) > 0 {
@@ -60,6 +61,9 @@ func TestUsageFollowsPods(t *testing.T) {
 				}
 				if d := cmp.Diff(wg, gg, cmpopts.EquateEmpty()); d != "" {
 					t.Fatalf("step %d: use of group %q on %q (-want +got):\n%s", step, g, n, d)
+				}
+				if d := cmp.Diff(want.ByPriority(n, g), u.ByPriority(n, g), cmpopts.EquateEmpty()); d != "" {
+					t.Fatalf("step %d: use by priority of group %q on %q (-want +got):\n%s", step, g, n, d)
 				}
 			}
 		}
@@ -116,7 +120,7 @@ func TestModelFromUsage(t *testing.T) {
 	}
 	u.Set(builder.Pod("").Node("n2").CPU("1").UID("gone").Generation(1).Obj())
 	u.Delete("gone")
-	used := func(node string) Use { all, _ := u.Of(node, ""); return all }
+	used := func(node string) NodeUse { all, _ := u.Of(node, ""); return NodeUse{All: all} }
 	if d := cmp.Diff(Build(nodes, pods, nil).Encode(), BuildFrom(nodes, used, nil).Encode()); d != "" {
 		t.Errorf("model from the usage (-want +got):\n%s", d)
 	}
@@ -143,7 +147,7 @@ func BenchmarkRebuild(b *testing.B) {
 		for _, p := range pods {
 			u.Set(p)
 		}
-		used := func(node string) Use { all, _ := u.Of(node, ""); return all }
+		used := func(node string) NodeUse { all, _ := u.Of(node, ""); return NodeUse{All: all} }
 		for b.Loop() {
 			BuildFrom(nodes, used, nil)
 		}

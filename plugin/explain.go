@@ -50,6 +50,10 @@ type Explanation struct {
 	// HostScheduler is the host scheduler's verdict: the node it bound the
 	// pod to, or why it could not.
 	HostScheduler string `json:"hostScheduler"`
+	// Preempted are the pods the host scheduler preempted to make room
+	// for this one ("namespace/name in cluster"), as its Preempted events
+	// on them tell while the host keeps events.
+	Preempted []string `json:"preempted,omitempty"`
 	// MemberNamespace, MemberNode and MemberScheduler are where the member
 	// pod is and what the member's scheduler said, as its events tell.
 	MemberNamespace string `json:"memberNamespace,omitempty"`
@@ -89,10 +93,10 @@ func Explain(ctx context.Context, c kubernetes.Interface, ns, name string) (*Exp
 	if err != nil {
 		return nil, err
 	}
-	return explainPod(ctx, c, pod)
+	return explainPod(ctx, c, pod, &preemptions{})
 }
 
-func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*Explanation, error) {
+func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, pre *preemptions) (*Explanation, error) {
 	evs, err := c.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name})
 	if err != nil {
@@ -123,7 +127,52 @@ func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) (*
 			node = &row
 		}
 	}
-	return explain(pod, node, hostNode, events), nil
+	x := explain(pod, node, hostNode, events)
+	if x.Preempted, err = pre.of(ctx, c, pod); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// preemptions are the host scheduler's Preempted events, read once for
+// the pods of one explain (a workload's share a namespace).
+type preemptions struct {
+	events []corev1.Event
+	read   bool
+}
+
+// of returns the pods the host scheduler preempted for pod: the subjects
+// of its Preempted events that name pod as the preemptor. Victims may be
+// in any namespace; a user who may not list events in all of them is told
+// of those in the pod's own.
+func (p *preemptions) of(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod) ([]string, error) {
+	if !p.read {
+		opts := metav1.ListOptions{FieldSelector: "reason=Preempted"}
+		evs, err := c.CoreV1().Events(metav1.NamespaceAll).List(ctx, opts)
+		if apierrors.IsForbidden(err) {
+			evs, err = c.CoreV1().Events(pod.Namespace).List(ctx, opts)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("preemption events: %w", err)
+		}
+		p.events, p.read = evs.Items, true
+	}
+	var out []string
+	for _, e := range p.events {
+		byPod := e.Related != nil && e.Related.UID == pod.UID
+		if e.Reason != "Preempted" || !byPod && !strings.Contains(e.Message, "Preempted by pod "+string(pod.UID)+" ") {
+			continue
+		}
+		v := e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+		if _, node, ok := strings.Cut(e.Message, " on node "); ok {
+			v += " in " + node
+		}
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // assigned matches the scheduler's Scheduled event.
@@ -222,6 +271,9 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 			return "Failed: its pod in " + where + " was deleted there: " + pod.Status.Message
 		}
 		return fmt.Sprintf("Failed in %s: %s %s", dash(where), pod.Status.Reason, pod.Status.Message)
+	case pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "":
+		return "Pending in the host, preempting lower-priority pods in " + pod.Status.NominatedNodeName +
+			": the host scheduler binds it there once they are gone"
 	case pod.Spec.NodeName == "":
 		if e := latest(wellknown.EventNoClusterFits); e != nil {
 			return "Pending in the host, no cluster fits: " + e.Message
@@ -413,8 +465,9 @@ func ExplainWorkload(ctx context.Context, c kubernetes.Interface, ns, kind, name
 	}
 	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	var xs []*Explanation
+	pre := &preemptions{}
 	for i := range pods.Items {
-		x, err := explainPod(ctx, c, &pods.Items[i])
+		x, err := explainPod(ctx, c, &pods.Items[i], pre)
 		if err != nil {
 			return nil, err
 		}
@@ -503,6 +556,9 @@ func printExplanation(w io.Writer, x *Explanation, now time.Time) error {
 	line("Overrides", x.Overrides)
 	line("Left out", x.FitVerdict)
 	line("Host scheduler", x.HostScheduler)
+	if len(x.Preempted) > 0 {
+		line("Preempted", strings.Join(x.Preempted, ", ")+" (lower priority, to make room for this pod)")
+	}
 	if x.HostNode != "" {
 		line("Host node", x.HostNode)
 	}

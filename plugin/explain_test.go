@@ -2,12 +2,15 @@ package plugin
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func event(reason, typ, from, message string, at time.Time) corev1.Event {
@@ -76,6 +79,10 @@ func TestVerdict(t *testing.T) {
 		node: ready,
 		want: "Handed back by cluster beijing, which could not schedule it: unschedulable for 30s",
 	}, {
+		name: "preempting",
+		pod:  corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, NominatedNodeName: "beijing"}},
+		want: "Pending in the host, preempting lower-priority pods in beijing: the host scheduler binds it there once they are gone",
+	}, {
 		name: "partition",
 		pod:  corev1.Pod{Spec: corev1.PodSpec{NodeName: "ke-beijing-cluster"}, Status: corev1.PodStatus{Phase: corev1.PodPending}},
 		node: &Cluster{Name: "ke-beijing-cluster", Member: "kubeedge", Ready: corev1.ConditionTrue},
@@ -98,5 +105,34 @@ func TestVerdict(t *testing.T) {
 				t.Errorf("first line %q", first)
 			}
 		})
+	}
+}
+
+// TestExplainNamesPreemptedPods: explain lists the pods the host scheduler
+// preempted for the pod, in any namespace, and not those preempted for
+// another.
+func TestExplainNamesPreemptedPods(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "urgent", UID: "u-1"},
+		Spec: corev1.PodSpec{NodeName: "beijing"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	preempted := func(ns, name, by string) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + ".preempted"}, Reason: "Preempted",
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: name, UID: types.UID("v-" + name)},
+			Related:        &corev1.ObjectReference{Kind: "Pod", UID: types.UID(by)},
+			Message:        "Preempted by pod " + by + " on node beijing"}
+	}
+	c := fake.NewClientset(pod, preempted("shop", "batch-1", "u-1"), preempted("jobs", "batch-2", "u-1"), preempted("jobs", "batch-3", "u-2"))
+	x, err := Explain(t.Context(), c, "shop", "urgent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"jobs/batch-2 in beijing", "shop/batch-1 in beijing"}; !slices.Equal(x.Preempted, want) {
+		t.Errorf("preempted %v, want %v", x.Preempted, want)
+	}
+	var out bytes.Buffer
+	if err := printExplanations(&out, []*Explanation{x}, "", now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "Preempted:        jobs/batch-2 in beijing, shop/batch-1 in beijing (lower priority, to make room for this pod)") {
+		t.Errorf("the text does not name the preempted pods:\n%s", out.String())
 	}
 }

@@ -50,10 +50,7 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	fits := f.fits
-	if len(fits) == 0 && f.grow != "" {
-		fits = []string{f.grow}
-	}
+	fits := f.targets()
 	if len(fits) == 0 {
 		msg := f.verdict()
 		if len(f.candidates) == 0 {
@@ -71,8 +68,14 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	next := pod.DeepCopy()
 	release(next, fits)
-	if len(f.fits) == 0 {
+	growing := len(f.fits) == 0 && len(f.preempting) == 0
+	if growing {
 		setAnnotation(next, wellknown.WaitingForNodeAnnotation, f.grow)
+	}
+	if len(f.fits) == 0 && len(f.preempting) > 0 {
+		// The host scheduler preempts; until it has, its own message
+		// says where the pod waits, and this one why it was let go.
+		setAnnotation(next, wellknown.FitVerdictAnnotation, f.verdict())
 	}
 	if err := g.client.Update(ctx, next); err != nil {
 		if apierrors.IsConflict(err) {
@@ -82,6 +85,11 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	if len(f.fits) > 0 {
 		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
+		return reconcile.Result{}, nil
+	}
+	if !growing {
+		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventClusterFits, "Place",
+			"can run in %s by preempting lower-priority pods; left to the host scheduler's preemption", strings.Join(fits, ", "))
 		return reconcile.Result{}, nil
 	}
 	// No node fits yet; cluster f.grow can add one. Its sum may be full,

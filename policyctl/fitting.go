@@ -51,7 +51,11 @@ type fitting struct {
 	candidates  []*corev1.Node
 	hostAccepts map[string]bool
 	fits        []string
-	// grow is a cluster that can add a node for the pod, when none fits.
+	// preempting are the clusters where the pod fits a member node once
+	// the host preempts lower-priority pods there, when none fits now.
+	preempting []string
+	// grow is a cluster that can add a node for the pod, when none fits,
+	// even by preempting.
 	grow string
 	// why holds the reason of each candidate that does not fit.
 	why map[string]string
@@ -68,7 +72,28 @@ func (f fitting) verdict() string {
 			parts = append(parts, n.Name+": "+r)
 		}
 	}
+	if len(f.preempting) > 0 {
+		return fmt.Sprintf("%d/%d clusters can run this pod now, %d by preempting lower-priority pods: %s",
+			len(f.fits), len(f.candidates), len(f.preempting), strings.Join(parts, "; "))
+	}
 	return fmt.Sprintf("%d/%d clusters can run this pod: %s", len(f.fits), len(f.candidates), strings.Join(parts, "; "))
+}
+
+// targets are the clusters the pod may go to: those it fits now; when
+// there are none, those it fits by preempting lower-priority pods (as a
+// single cluster's scheduler preempts at once, where a new node takes
+// minutes); when there are none of those either, the one that can add a
+// node for it.
+func (f fitting) targets() []string {
+	switch {
+	case len(f.fits) > 0:
+		return f.fits
+	case len(f.preempting) > 0:
+		return f.preempting
+	case f.grow != "":
+		return []string{f.grow}
+	}
+	return nil
 }
 
 // evaluate asks every cluster the pod may go to whether it fits.
@@ -128,6 +153,9 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 		switch {
 		case v.Fits:
 			out.fits = append(out.fits, n.Name)
+		case v.Preempting:
+			out.preempting = append(out.preempting, n.Name)
+			out.why[n.Name] = v.Reason + "; fits in " + n.Name + " by preempting lower-priority pods"
 		default:
 			out.why[n.Name] = v.Reason
 			if c.CanGrow(d) {
@@ -146,7 +174,8 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 	}
 	slices.SortFunc(out.candidates, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(out.fits)
-	if len(out.fits) == 0 && len(growable) > 0 {
+	slices.Sort(out.preempting)
+	if len(out.fits) == 0 && len(out.preempting) == 0 && len(growable) > 0 {
 		// One cluster for all: an autoscaler adds nodes for the pods
 		// Pending in its own cluster, and a burst spread over several
 		// would make each add a node, or none.
@@ -259,17 +288,15 @@ func controllerUID(pod *corev1.Pod) types.UID {
 // nothing changes. Where some do not, they are excluded. Where a cluster
 // fits only through its member nodes' labels (disk=ssd on one node), the
 // pod's node constraints are moved into an annotation for the member and
-// replaced, in the host, by the clusters that fit. Where none fits and no
-// host node could take the pod, it is held by a scheduling gate until one
-// does.
+// replaced, in the host, by the clusters that fit. Where none fits now but
+// some fit by preempting lower-priority pods, the pod goes to those, for
+// the host scheduler to preempt there. Where none fits and no host node
+// could take the pod, it is held by a scheduling gate until one does.
 func applyFit(pod *corev1.Pod, f fitting) bool {
 	if len(f.candidates) == 0 {
 		return false
 	}
-	fits := f.fits
-	if len(fits) == 0 && f.grow != "" {
-		fits = []string{f.grow}
-	}
+	fits := f.targets()
 	held := len(fits) == 0 && !f.hostNodes
 	if len(f.why) > 0 && !held {
 		// A held pod gets it from the gate, with an Event, once it
@@ -286,7 +313,7 @@ func applyFit(pod *corev1.Pod, f fitting) bool {
 		}
 	}
 	switch {
-	case len(f.fits) == 0 && f.grow != "":
+	case len(f.fits) == 0 && len(f.preempting) == 0 && f.grow != "":
 		// Its cluster is full: the host scheduler's sum would keep it
 		// out, but it must wait in the member, where the autoscaler
 		// sees it. Bound at creation, as a scheduler would bind it.

@@ -348,3 +348,110 @@ func TestDataGravity(t *testing.T) {
 		t.Errorf("verdict %q", v)
 	}
 }
+
+// filledBy is a tainted virtual node of two 32-cpu nodes, each holding two
+// 15-cpu pods of priority: forwarded by the virtual node (which the host
+// can preempt) or the member's own.
+func filledBy(name string, priority int32, forwarded bool) *corev1.Node {
+	nodes := []*corev1.Node{
+		builder.Node(name + "-1").CPU("32").Memory("128Gi").Pods("110").Obj(),
+		builder.Node(name + "-2").CPU("32").Memory("128Gi").Pods("110").Obj(),
+	}
+	var pods []*corev1.Pod
+	for _, n := range nodes {
+		for range 2 {
+			pods = append(pods, builder.Pod("").Node(n.Name).CPU("15").Priority("low", priority).Obj())
+		}
+	}
+	model := fit.BuildOf(nodes, pods, func(*corev1.Pod) bool { return forwarded }, nil)
+	return builder.VirtualNode(name).CPU("64").Pods("1000").Ready().ResourceVersion("1").
+		Taint(wellknown.ProviderTaintKey, wellknown.ProviderTaintValue, corev1.TaintEffectNoSchedule).
+		Annotation(wellknown.FitModelAnnotation, model.Encode()).Obj()
+}
+
+// TestHighPriorityPodsGoWherePreemptingMakesRoom: with every node full, a
+// pod of high priority goes to the clusters where the host can preempt
+// lower-priority pods to make room on one node, saying so; a pod of equal
+// priority, one that never preempts, and one where only the member's own
+// pods hold the room wait in the host; a cluster with room now is
+// preferred to preempting.
+func TestHighPriorityPodsGoWherePreemptingMakesRoom(t *testing.T) {
+	full := []client.Object{filledBy("beijing", 10, true), filledBy("hangzhou", 10, true), filledBy("shenzhen", 0, false)}
+	pod := func() *builder.PodWrapper {
+		return builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15")
+	}
+	h, _ := fitWebhook(t, full...)
+	got := admit(t, h, pod().Priority("high", 1000).Obj())
+	if gated(got) {
+		t.Fatalf("a pod that fits by preempting was held: %v", got.Annotations[wellknown.FitVerdictAnnotation])
+	}
+	if b := hostCanBind(t, got, full); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
+		t.Errorf("the host may bind it to %v, want beijing and hangzhou (shenzhen's room is its own pods')", b)
+	}
+	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.HasPrefix(v, "0/3 clusters can run this pod now, 2 by preempting lower-priority pods: ") ||
+		!strings.Contains(v, "beijing: no node with 15 cpu free (largest 2); fits in beijing by preempting lower-priority pods") {
+		t.Errorf("verdict %q does not say it fits beijing by preempting", v)
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"an equal priority":        pod().Priority("low", 10).Obj(),
+		"preemption policy Never":  pod().Priority("high", 1000).NeverPreempt().Obj(),
+		"no priority class at all": pod().Obj(),
+	} {
+		if got := admit(t, h, p); !gated(got) {
+			t.Errorf("%s: not held, though only preempting makes room", name)
+		}
+	}
+
+	roomy := append(slices.Clone(full[:2]), modelled("shenzhen", []*corev1.Node{builder.Node("sz-1").CPU("64").Memory("128Gi").Pods("110").Obj()}, nil))
+	h, _ = fitWebhook(t, roomy...)
+	if b := hostCanBind(t, admit(t, h, pod().Priority("high", 1000).Obj()), roomy); !slices.Equal(b, []string{"shenzhen"}) {
+		t.Errorf("with room in shenzhen the host may bind it to %v, want shenzhen alone: no pod need be preempted", b)
+	}
+}
+
+// TestGateReleasesToPreempt: a high-priority pod held while only the
+// member's own pods filled beijing is released there once pods the host
+// can preempt hold the room, with an event saying so.
+func TestGateReleasesToPreempt(t *testing.T) {
+	objs := []client.Object{filledBy("beijing", 10, false)}
+	h, f := fitWebhook(t, objs...)
+	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
+	if !gated(held) {
+		t.Fatal("not held while only the member's own pods hold the room")
+	}
+	c := f.cache.(client.Client)
+	if err := c.Create(context.Background(), held); err != nil {
+		t.Fatal(err)
+	}
+	var cur corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "beijing"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = filledBy("beijing", 10, true).Annotations
+	if err := c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	if _, err := g.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}); err != nil {
+		t.Fatal(err)
+	}
+	var released corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(held), &released); err != nil {
+		t.Fatal(err)
+	}
+	if gated(&released) || released.Spec.NodeName != "" {
+		t.Fatalf("gated %v, bound to %q: want released, left to the host scheduler", gated(&released), released.Spec.NodeName)
+	}
+	if b := hostCanBind(t, &released, objs); !slices.Equal(b, []string{"beijing"}) {
+		t.Errorf("released to %v, want beijing", b)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "can run in beijing by preempting lower-priority pods") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event says the pod was released to preempt")
+	}
+}

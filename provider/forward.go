@@ -14,6 +14,7 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
+	"flotilla.io/flotilla/provider/mirror"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -71,6 +72,9 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 	if ready, err := p.deps.ensure(ctx, pod, t); err != nil || !ready {
 		return err == nil, err
 	}
+	if err := p.ensurePriorityClass(ctx, pod); err != nil {
+		return false, err
+	}
 	if err := p.mirrors.Claims.Ensure(ctx, pod, t); err != nil {
 		return false, err
 	}
@@ -88,9 +92,41 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 		if err := p.adopt(ctx, pod, t); err != nil {
 			return false, err
 		}
+	case mirror.MissingClass(err):
+		// Deleted in the member since it was seen there, or not seen for
+		// want of the right to read it: made now, and the pod forwarded
+		// again; or, where it cannot be made, the pod is refused.
+		p.mirrors.PriorityClasses.Forget(pod.Spec.PriorityClassName)
+		out, ensureErr := p.mirrors.PriorityClasses.Ensure(ctx, pod)
+		if ensureErr != nil {
+			return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, ensureErr)
+		}
+		if !out.Copied {
+			return false, fmt.Errorf("create pod %s/%s in cluster %s: %w (flotilla-node may not read PriorityClasses there to copy it)", t.Namespace, pod.Name, t.Cluster, err)
+		}
+		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w: %w", t.Namespace, pod.Name, t.Cluster, err, transient.ErrRetry)
 	case err != nil:
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
 	return false, p.recordOverrides(ctx, pod, applied)
+}
+
+// ensurePriorityClass makes sure the member has the PriorityClass the pod
+// names, and says on the pod when the member's differs from the host's.
+func (p *Provider) ensurePriorityClass(ctx context.Context, pod *corev1.Pod) error {
+	out, err := p.mirrors.PriorityClasses.Ensure(ctx, pod)
+	if err != nil {
+		return fmt.Errorf("pod %s/%s in cluster %s: %w", pod.Namespace, pod.Name, p.cfg.NodeName, err)
+	}
+	switch {
+	case out.Copied:
+		p.cfg.Recorder.Eventf(pod, corev1.EventTypeNormal, wellknown.EventPriorityClassCopied,
+			"PriorityClass %s copied into cluster %s with the host's value %d", pod.Spec.PriorityClassName, p.cfg.NodeName, *pod.Spec.Priority)
+	case out.Differs:
+		p.cfg.Recorder.Eventf(pod, corev1.EventTypeWarning, wellknown.EventPriorityClassDiffers,
+			"cluster %s has its own PriorityClass %s with value %d, the host's has %d: the member's is kept, and its scheduler orders this pod by it",
+			p.cfg.NodeName, pod.Spec.PriorityClassName, out.Value, *pod.Spec.Priority)
+	}
+	return nil
 }

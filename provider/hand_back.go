@@ -26,9 +26,11 @@ type handBack struct {
 }
 
 // unschedulable reports since when the member's scheduler has been
-// unable to place m, and its answer.
+// unable to place m, and its answer. A pod the member's scheduler
+// nominated a node for is not: it preempted lower-priority pods there and
+// the pod is placed once they are gone, however long they take to end.
 func unschedulable(m *memberpod.Pod) (time.Time, string, bool) {
-	if m.Spec.NodeName != "" || m.DeletionTimestamp != nil {
+	if m.Spec.NodeName != "" || m.DeletionTimestamp != nil || m.Status.NominatedNodeName != "" {
 		return time.Time{}, "", false
 	}
 	for _, c := range m.Status.Conditions {

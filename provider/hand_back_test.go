@@ -103,3 +103,25 @@ func TestBoundMeanwhileIsNotHandedBack(t *testing.T) {
 		t.Error("HandedBack reported for a pod that was not handed back")
 	}
 }
+
+// TestPreemptingPodIsNotHandedBack: a pod the member's scheduler
+// nominated a node for waits there, however long, while the
+// lower-priority pods it preempted end.
+func TestPreemptingPodIsNotHandedBack(t *testing.T) {
+	w := newHarness(t, func(c *harnessConfig) { c.handBackAfter = 100 * time.Millisecond })
+	w.createHostPod(boundPod("urgent", ofReplicaSet))
+	var m *corev1.Pod
+	w.eventually("member pod urgent", func() bool {
+		var err error
+		m, err = w.memberPod(testNamespace, "urgent")
+		return err == nil
+	})
+	m = m.DeepCopy()
+	m.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: insufficient, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	m.Status.NominatedNodeName = "node-1"
+	if _, err := w.member.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.never("handed back while preempting", 400*time.Millisecond, func() bool { return !w.memberPodExists(testNamespace, "urgent") })
+}

@@ -144,3 +144,18 @@ func (w *PodWrapper) Started(t time.Time) *PodWrapper {
 	w.pod.Status.StartTime = &metav1.Time{Time: t}
 	return w
 }
+
+// Priority sets the priority class's name and the priority the apiserver
+// resolved from it.
+func (w *PodWrapper) Priority(class string, value int32) *PodWrapper {
+	w.pod.Spec.PriorityClassName = class
+	w.pod.Spec.Priority = &value
+	return w
+}
+
+// NeverPreempt sets the preemption policy Never.
+func (w *PodWrapper) NeverPreempt() *PodWrapper {
+	never := corev1.PreemptNever
+	w.pod.Spec.PreemptionPolicy = &never
+	return w
+}

@@ -22,6 +22,7 @@ import (
 	batchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	schedulingv1 "k8s.io/client-go/kubernetes/typed/scheduling/v1"
 	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
@@ -37,6 +38,7 @@ type Interface interface {
 	StorageV1() storagev1.StorageV1Interface
 	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
+	SchedulingV1() schedulingv1.SchedulingV1Interface
 }
 
 // Clientset is Interface over one HTTP client, as kubernetes.NewForConfig
@@ -50,6 +52,7 @@ type Clientset struct {
 	storage        *storagev1.StorageV1Client
 	authentication *authenticationv1.AuthenticationV1Client
 	authorization  *authorizationv1.AuthorizationV1Client
+	scheduling     *schedulingv1.SchedulingV1Client
 }
 
 var _ Interface = (*Clientset)(nil)
@@ -96,6 +99,9 @@ func NewForConfig(c *rest.Config) (*Clientset, error) {
 	if cs.authorization, err = authorizationv1.NewForConfigAndClient(&cfg, hc); err != nil {
 		return nil, err
 	}
+	if cs.scheduling, err = schedulingv1.NewForConfigAndClient(&cfg, hc); err != nil {
+		return nil, err
+	}
 	return &cs, nil
 }
 
@@ -130,3 +136,4 @@ func (c *Clientset) AuthenticationV1() authenticationv1.AuthenticationV1Interfac
 func (c *Clientset) AuthorizationV1() authorizationv1.AuthorizationV1Interface {
 	return c.authorization
 }
+func (c *Clientset) SchedulingV1() schedulingv1.SchedulingV1Interface { return c.scheduling }

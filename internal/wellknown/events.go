@@ -133,3 +133,14 @@ const (
 	// flotilla created and keeps, because someone else's objects are in it.
 	EventNamespaceKept = "FlotillaNamespaceKept"
 )
+
+// Priority and preemption, on host pods, by flotilla-node.
+const (
+	// EventPriorityClassDiffers: the member has a PriorityClass of the
+	// name the pod gives with another value; the member's is kept, and the
+	// member's scheduler orders the pod by it.
+	EventPriorityClassDiffers = "PriorityClassDiffers"
+	// EventPriorityClassCopied: the member had no PriorityClass of the
+	// name the pod gives; flotilla-node made one with the host's value.
+	EventPriorityClassCopied = "PriorityClassCopied"
+)

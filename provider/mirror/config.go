@@ -148,6 +148,8 @@ type Mirrors struct {
 	// Events mirrors member pod events onto host pods; nil unless
 	// Config.Events.
 	Events *Events
+	// PriorityClasses copies the PriorityClasses forwarded pods name.
+	PriorityClasses *PriorityClasses
 }
 
 // New registers the mirrors' informers; Run starts them.
@@ -156,7 +158,7 @@ func New(cfg Config) (*Mirrors, error) {
 		return nil, err
 	}
 	e := &env{cfg: cfg, hostPods: cfg.HostPods, memberPods: cfg.MemberPods}
-	m := &Mirrors{}
+	m := &Mirrors{PriorityClasses: NewPriorityClasses(cfg.MemberClient, cfg.Owner())}
 	var err error
 	if cfg.Events {
 		if m.Events, err = newEvents(e); err != nil {

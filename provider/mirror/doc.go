@@ -10,6 +10,8 @@
 //   - pod_dependency.go, mirrorer.go: Secrets, ConfigMaps and
 //     ServiceAccounts, each a KindMirror the provider's dependency mirror
 //     drives as pods need them.
+//   - priority_class.go: the PriorityClasses forwarded pods name, copied
+//     when the member lacks them.
 //
 // Every mirror updates or deletes only member objects that carry its
 // virtual node's identity (Config.Owns). Config holds what they all need;

@@ -48,7 +48,8 @@ func (t Target) Owner() wellknown.Owner {
 //     choosing this cluster, so the whole required affinity is dropped.
 //     Everything else reaches the member scheduler unchanged.
 //   - spec.priority and spec.preemptionPolicy are cleared so the member's
-//     admission resolves them from priorityClassName against its own classes.
+//     admission resolves them from priorityClassName against its own classes
+//     (the provider copies the host's class there when the member lacks it).
 //   - the service-account token volume the host injected (kube-api-access-*)
 //     is removed, so the member injects a token its own apiserver accepts.
 //   - ephemeral containers are dropped: they cannot be set on create.
