@@ -1,6 +1,6 @@
 # The two entry points; see README.md. Both first run hack/prereqs.sh, which
 # installs the packages the test world needs and builds its binaries into
-# ~/.cache/flotilla (about 20 minutes the first time on 2 cores).
+# ~/.cache/flotilla (about 15 minutes the first time on 2 cores).
 .PHONY: demo test
 
 # Starts a host, three cloud member clusters and a KubeEdge member split

@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The test world's packages and binaries, shared with make demo.
-bash hack/prereqs.sh
+# The test world's packages and binaries, shared with make demo, and Kueue,
+# which only test/kueue runs.
+FLOTILLA_KUEUE=1 bash hack/prereqs.sh
 
 unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
 if [[ -n "$unformatted" ]]; then

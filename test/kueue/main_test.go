@@ -40,7 +40,9 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	// Build (or find cached) binaries before entering the private network
-	// namespace: inside it the module proxy is out of reach.
+	// namespace: inside it the module proxy is out of reach. Kueue is built
+	// only on request.
+	os.Setenv("FLOTILLA_KUEUE", "1")
 	if !testworld.InNetns() {
 		if err := fleet.Prepare(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "kueue:", err)

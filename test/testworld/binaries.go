@@ -71,7 +71,7 @@ func Binaries(ctx context.Context) (Bin, error) {
 			dirs[name] = dir
 		}
 	}
-	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN", "KUEUE_BIN", "KUEUE_MODULE"} {
+	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
 		if dirs[name] == "" {
 			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
 		}
@@ -87,8 +87,11 @@ func Binaries(ctx context.Context) (Bin, error) {
 		KwokStages:            dirs["KWOK_STAGES"],
 		KonnectivityServer:    filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-server"),
 		KonnectivityAgent:     filepath.Join(dirs["KONNECTIVITY_BIN"], "proxy-agent"),
-		Kueue:                 filepath.Join(dirs["KUEUE_BIN"], "kueue"),
-		KueueModule:           dirs["KUEUE_MODULE"],
+	}
+	// Kueue is built only on request (FLOTILLA_KUEUE=1): only test/kueue
+	// runs it.
+	if dirs["KUEUE_BIN"] != "" {
+		b.Kueue, b.KueueModule = filepath.Join(dirs["KUEUE_BIN"], "kueue"), dirs["KUEUE_MODULE"]
 	}
 	if err := b.validate(); err != nil {
 		return Bin{}, err
@@ -122,8 +125,12 @@ func RepoRoot() (string, error) {
 // stages, so that a broken cache fails here rather than as a process that
 // dies during Start.
 func (b Bin) validate() error {
-	for _, p := range []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok,
-		b.MetricsServer, b.KonnectivityServer, b.KonnectivityAgent, b.Kueue} {
+	paths := []string{b.KubeAPIServer, b.KubeControllerManager, b.KubeScheduler, b.Kubectl, b.Etcd, b.Kwok,
+		b.MetricsServer, b.KonnectivityServer, b.KonnectivityAgent}
+	if b.Kueue != "" {
+		paths = append(paths, b.Kueue)
+	}
+	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return fmt.Errorf("test world binary: %w", err)

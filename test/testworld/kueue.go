@@ -70,7 +70,7 @@ type Kueue struct {
 // Dir/kueue.log), stopped by Stop.
 func (w *World) StartKueue(ctx context.Context) (*Kueue, error) {
 	if w.bin.Kueue == "" || w.bin.KueueModule == "" {
-		return nil, fmt.Errorf("start kueue: no binary; %s builds it", buildScript)
+		return nil, fmt.Errorf("start kueue: no binary; FLOTILLA_KUEUE=1 %s builds it", buildScript)
 	}
 	host := w.host
 	if err := installKueueCRDs(ctx, host, filepath.Join(w.bin.KueueModule, kueueCRDDir)); err != nil {
