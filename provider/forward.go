@@ -45,6 +45,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	if !ok {
 		return nil // gone from the host since virtual-kubelet looked
 	}
+	if wellknown.IsNodeDebugPod(pod) {
+		p.refuseNodeDebugPod(ctx, pod)
+		return nil
+	}
 	held, err := p.forward(ctx, pod)
 	if err == nil || !transient.Is(err) {
 		span.SetStatus(err)
