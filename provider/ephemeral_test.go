@@ -74,9 +74,10 @@ func TestDebugAddsEphemeralContainer(t *testing.T) {
 	if len(got.VolumeMounts) != 0 {
 		t.Errorf("member ephemeral container mounts %v, want none: the host's token volume is not the member's", got.VolumeMounts)
 	}
-	if _, err := w.member.CoreV1().Secrets(testNamespace).Get(w.ctx, "debug-token", metav1.GetOptions{}); err != nil {
-		t.Errorf("Secret the debugging container reads not mirrored: %v", err)
-	}
+	w.eventually("Secret the debugging container reads mirrored", func() bool {
+		_, err := w.member.CoreV1().Secrets(testNamespace).Get(w.ctx, "debug-token", metav1.GetOptions{})
+		return err == nil
+	})
 	if n := actions(w.member, "create", "pods"); n != 1 {
 		t.Errorf("member pod created %d times, want once", n)
 	}
