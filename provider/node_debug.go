@@ -6,6 +6,7 @@ package provider
 import (
 	"context"
 
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,4 +50,16 @@ func NodeDebugRefusedStatus(host *corev1.Pod, msg string, now metav1.Time) corev
 		})
 	}
 	return s
+}
+
+// refused is the reason a host pod was refused (refuseNodeDebugPod), for
+// the kubelet API to answer with: kubectl debug -it reads the logs of a
+// debugging container that terminated, and without a member pod the
+// member's answer would be a pod that is not found, not why.
+func (p *Provider) refused(namespace, name string) error {
+	host, err := p.hostPods.Pods(namespace).Get(name)
+	if err != nil || host.Status.Reason != wellknown.ReasonNodeDebugRefused {
+		return nil
+	}
+	return errdefs.InvalidInput(host.Status.Message)
 }

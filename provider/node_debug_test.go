@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -34,10 +36,14 @@ func TestNodeDebugPodRefused(t *testing.T) {
 		}
 		return strings.Contains(p.Status.ContainerStatuses[0].State.Terminated.Message, "member cluster's kubeconfig")
 	})
-	if len(w.events.find(name, wellknown.ReasonNodeDebugRefused)) == 0 {
-		t.Error("no NodeDebugRefused event on the pod")
-	}
+	w.eventually("NodeDebugRefused event on the pod", func() bool { return len(w.events.find(name, wellknown.ReasonNodeDebugRefused)) > 0 })
 	if w.memberPodExists(testNamespace, name) {
 		t.Error("node debugging pod forwarded to the member")
+	}
+	// kubectl debug -it reads the terminated container's logs next.
+	w.eventually("the host pod cache sees the refusal", func() bool { return w.p.refused(testNamespace, name) != nil })
+	_, err := w.p.GetContainerLogs(w.ctx, testNamespace, name, "debugger", api.ContainerLogOpts{})
+	if !errdefs.IsInvalidInput(err) || !strings.Contains(err.Error(), "member cluster's kubeconfig") {
+		t.Errorf("logs of the refused pod: %v, want the refusal", err)
 	}
 }
