@@ -101,6 +101,9 @@ func TestKubectlDebug(t *testing.T) {
 		})
 	})
 	t.Run("node", func(t *testing.T) {
+		// flotilla-policy's webhook refuses the pod if an earlier test of
+		// the run started it, flotilla-node fails it if not: either way
+		// kubectl prints the same reason.
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
 		started := time.Now()
