@@ -49,6 +49,11 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	if refused, err := h.nodeDebugOnVirtualNode(ctx, pod); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if refused {
+		return admission.Denied(wellknown.NodeDebugRefusal(pod.Spec.NodeName))
+	}
 	placed, why, err := h.placeByPolicy(ctx, pod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -69,6 +74,25 @@ func (h *PodPlacer) handle(ctx context.Context, req admission.Request) admission
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, out)
+}
+
+// nodeDebugOnVirtualNode reports whether pod is kubectl debug node/<node>'s
+// pod for a virtual node, which the webhook refuses: no one node stands
+// behind a virtual node, and forwarded, the privileged pod would run on
+// whichever member node the member's scheduler picked, with that node's
+// root directory. Refused here, kubectl prints the reason at once;
+// flotilla-node fails such a pod too (provider.refuseNodeDebugPod), for a
+// host without this webhook or while it is unavailable (it fails open),
+// but kubectl debug -it then only learns it from the pod's status.
+func (h *PodPlacer) nodeDebugOnVirtualNode(ctx context.Context, pod *corev1.Pod) (bool, error) {
+	if !wellknown.IsNodeDebugPod(pod) {
+		return false, nil
+	}
+	var node corev1.Node
+	if err := h.cache.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, &node); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return isVirtualNode(&node), nil
 }
 
 // fitsApply reports whether placement checks the pod against the

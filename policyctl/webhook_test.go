@@ -193,3 +193,45 @@ func patched(raw []byte, resp admission.Response) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
 	return pod, json.Unmarshal(out, pod)
 }
+
+// TestWebhookRefusesNodeDebugOnVirtualNode: kubectl debug node/<virtual
+// node> is refused with the reason, which kubectl prints; on an ordinary
+// node, and for other pods named alike, the webhook lets it be.
+func TestWebhookRefusesNodeDebugOnVirtualNode(t *testing.T) {
+	vn := builder.VirtualNode("beijing").CPU("64").Pods("1000").Ready().Obj()
+	real := builder.Node("host-node-1").Obj()
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(vn, real).Build()
+	h := newTestPlacer(t, c)
+	debugger := func(node, name string) []byte {
+		p := builder.Pod(name).Label("app.kubernetes.io/managed-by", wellknown.KubectlDebugManagedBy).Node(node).
+			Container("debugger").Image("busybox").Obj()
+		p.Spec.HostPID = true
+		raw, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for name, tc := range map[string]struct {
+		raw     []byte
+		refused bool
+	}{
+		"kubectl debug node/beijing":          {debugger("beijing", "node-debugger-beijing-x7k2p"), true},
+		"kubectl debug node/host-node-1":      {debugger("host-node-1", "node-debugger-host-node-1-x7k2p"), false},
+		"a pod named alike by someone else":   {debugger("beijing", "debugger-beijing"), false},
+		"a node debugging pod of a gone node": {debugger("gone", "node-debugger-gone-x7k2p"), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := h.handle(t.Context(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: admissionv1.Create, Namespace: "shop", Object: runtime.RawExtension{Raw: tc.raw},
+				Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			}})
+			if refused := !resp.Allowed; refused != tc.refused {
+				t.Fatalf("refused = %v (%v), want %v", refused, resp.Result, tc.refused)
+			}
+			if tc.refused && !strings.Contains(resp.Result.Message, "member cluster's kubeconfig") {
+				t.Errorf("refusal %q does not tell the user what to do", resp.Result.Message)
+			}
+		})
+	}
+}

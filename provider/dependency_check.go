@@ -100,3 +100,31 @@ func (d *dependencies) reportMissing(ctx context.Context, host *corev1.Pod, miss
 		d.fwd.publish(host, status)
 	}
 }
+
+// mirrorEphemeral mirrors into the member the Secrets and ConfigMaps that
+// the host pod's ephemeral containers read, of those the host has. A
+// missing one does not hold anything back, unlike at forwarding: the pod
+// runs already, and the member's kubelet reports the debugging container
+// that cannot start, as a kubelet does in one cluster.
+func (d *dependencies) mirrorEphemeral(ctx context.Context, host *corev1.Pod, t translate.Target) error {
+	if !cache.WaitForCacheSync(ctx.Done(), d.synced...) {
+		return fmt.Errorf("wait for the caches of pod dependencies: %w", transient.ErrRetry)
+	}
+	spec := corev1.PodSpec{EphemeralContainers: host.Spec.EphemeralContainers}
+	for _, dep := range podDependencies(&spec, nil) {
+		if dep.kind != kindSecret && dep.kind != kindConfigMap {
+			continue
+		}
+		exists, err := d.kinds[dep.kind].InHost(ctx, host.Namespace, dep.name)
+		if err != nil {
+			return fmt.Errorf("read %s %s/%s: %w", dep.kind, host.Namespace, dep.name, err)
+		}
+		if !exists {
+			continue
+		}
+		if _, err := d.kinds[dep.kind].Apply(ctx, host.Namespace, dep.name, t); err != nil {
+			return fmt.Errorf("mirror %s %s/%s into cluster %s: %w", dep.kind, t.Namespace, dep.name, t.Cluster, err)
+		}
+	}
+	return nil
+}

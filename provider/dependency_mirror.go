@@ -232,7 +232,8 @@ func (d *dependencies) initPodIndexes() error {
 }
 
 // watchMemberPods looks again at what a member pod used when it stops or
-// goes away: it may have been an object's last user.
+// goes away, it may have been an object's last user, and when it gains
+// ephemeral containers.
 func (d *dependencies) watchMemberPods() error {
 	_, err := d.env.cfg.MemberInformers.Pods().Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: d.env.ours,
@@ -241,6 +242,12 @@ func (d *dependencies) watchMemberPods() error {
 				o, ok1 := memberpod.Of(old)
 				c, ok2 := memberpod.Of(cur)
 				if ok1 && ok2 && !o.Terminal() && c.Terminal() {
+					d.enqueuePodDependencies(c)
+				}
+				// An ephemeral container added (syncEphemeral) may use what
+				// its copy was mirrored for a moment before, and a sync in
+				// between, from a cache without it, found the copy unused.
+				if ok1 && ok2 && len(c.Spec.EphemeralContainers) != len(o.Spec.EphemeralContainers) {
 					d.enqueuePodDependencies(c)
 				}
 			},

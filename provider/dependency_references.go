@@ -70,7 +70,8 @@ func podDependencies(spec *corev1.PodSpec, saPullSecrets []corev1.LocalObjectRef
 	for _, s := range saPullSecrets {
 		c.add(kindSecret, s.Name, usage{pull: true})
 	}
-	// Ephemeral containers are not forwarded (see translate.ToMember). The
+	// Ephemeral containers count: they are added to the member pod
+	// (syncEphemeral) with the references they have. The
 	// containers are read in place: this runs on every event of every pod
 	// (the dependency indexes), and a container is 400 bytes.
 	for ctr := range allContainers(spec) {
@@ -122,7 +123,9 @@ func podDependencies(spec *corev1.PodSpec, saPullSecrets []corev1.LocalObjectRef
 	return c.result()
 }
 
-// allContainers yields the init containers and the containers of spec.
+// allContainers yields the init containers, the containers and the
+// ephemeral containers of spec; an ephemeral container has a container's
+// fields, under another type's name.
 func allContainers(spec *corev1.PodSpec) iter.Seq[*corev1.Container] {
 	return func(yield func(*corev1.Container) bool) {
 		for _, cs := range [...][]corev1.Container{spec.InitContainers, spec.Containers} {
@@ -130,6 +133,11 @@ func allContainers(spec *corev1.PodSpec) iter.Seq[*corev1.Container] {
 				if !yield(&cs[i]) {
 					return
 				}
+			}
+		}
+		for i := range spec.EphemeralContainers {
+			if !yield((*corev1.Container)(&spec.EphemeralContainers[i].EphemeralContainerCommon)) {
+				return
 			}
 		}
 	}

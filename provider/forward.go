@@ -46,6 +46,10 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	if !ok {
 		return nil // gone from the host since virtual-kubelet looked
 	}
+	if wellknown.IsNodeDebugPod(pod) {
+		p.refuseNodeDebugPod(ctx, pod)
+		return nil
+	}
 	held, err := p.forward(ctx, pod)
 	if err == nil || !transient.Is(err) {
 		span.SetStatus(err)
@@ -109,6 +113,9 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
+	// Ephemeral containers added before the pod was forwarded (while it
+	// waited for a Secret, say) or while this process was down.
+	p.syncEphemeral(ctx, pod, src, t)
 	return false, p.recordOverrides(ctx, pod, applied)
 }
 

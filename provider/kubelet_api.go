@@ -33,6 +33,9 @@ import (
 func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, containerName string, opts api.ContainerLogOpts) (io.ReadCloser, error) {
 	ctx, span := trace.StartSpan(ctx, "provider.GetContainerLogs")
 	defer span.End()
+	if err := p.refused(namespace, podName); err != nil {
+		return nil, err
+	}
 	t := p.target(namespace)
 	o := &corev1.PodLogOptions{
 		Container:  containerName,
@@ -82,6 +85,9 @@ func (p *Provider) RunInContainer(ctx context.Context, namespace, podName, conta
 func (p *Provider) AttachToContainer(ctx context.Context, namespace, podName, containerName string, attach api.AttachIO) error {
 	ctx, span := trace.StartSpan(ctx, "provider.AttachToContainer")
 	defer span.End()
+	if err := p.refused(namespace, podName); err != nil {
+		return err
+	}
 	t := p.target(namespace)
 	req := p.cfg.MemberClient.CoreV1().RESTClient().Post().Resource("pods").Namespace(t.Namespace).Name(podName).
 		SubResource("attach").VersionedParams(&corev1.PodAttachOptions{

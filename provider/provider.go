@@ -115,6 +115,9 @@ type Provider struct {
 	// retryQueue holds host pod keys whose forwarding failed for a reason
 	// that may pass (member unreachable, namespace not ready yet).
 	retryQueue workqueue.TypedRateLimitingInterface[string]
+	// ephemeralQueue holds host pod keys whose ephemeral containers could
+	// not be added to the member pod for a reason that may pass.
+	ephemeralQueue workqueue.TypedRateLimitingInterface[string]
 
 	// hostStatus writes host pod statuses.
 	hostStatus *hostStatus
@@ -173,6 +176,9 @@ func New(cfg Config) (*Provider, error) {
 		retryQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
+		ephemeralQueue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ephemeral-retry"}),
 	}
 	p.hostStatus = newHostStatus(p.env)
 	if err := p.watchMemberPods(); err != nil {
@@ -308,6 +314,7 @@ func (p *Provider) NotifyPods(context.Context, func(*corev1.Pod)) {}
 func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	defer p.statusQueue.ShutDown()
 	defer p.retryQueue.ShutDown()
+	defer p.ephemeralQueue.ShutDown()
 	select {
 	case <-ctx.Done():
 		return
@@ -317,11 +324,13 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	wg.Go(func() { keyqueue.Run(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
 	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
 	wg.Go(func() { keyqueue.Run(ctx, p.retryQueue, 1, p.retryForward) })
+	wg.Go(func() { keyqueue.Run(ctx, p.ephemeralQueue, 1, p.retryEphemeral) })
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.mirrors.Run(ctx) })
 	<-ctx.Done()
 	p.statusQueue.ShutDown()
 	p.retryQueue.ShutDown()
+	p.ephemeralQueue.ShutDown()
 	wg.Wait()
 }
 

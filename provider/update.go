@@ -17,7 +17,8 @@ import (
 )
 
 // UpdatePod applies to the member pod what may change on a running pod:
-// container images, activeDeadlineSeconds, added tolerations, labels and annotations.
+// container images, activeDeadlineSeconds, added tolerations, labels and
+// annotations, and added ephemeral containers (syncEphemeral).
 func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	ctx, end := p.measured(ctx, "provider.UpdatePod", "update", pod.Namespace+"/"+pod.Name)
 	defer end(&err)
@@ -56,6 +57,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 	if err != nil {
 		return err
 	}
+	p.syncEphemeral(ctx, pod, src, t)
 	return p.recordOverrides(ctx, pod, applied)
 }
 

@@ -275,7 +275,10 @@ func readContainers(cs []corev1.Container) []corev1.Container {
 func readEphemeralContainers(cs []corev1.EphemeralContainer) []corev1.EphemeralContainer {
 	for i := range cs {
 		c := &cs[i]
-		*c = corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image}}
+		// The Secrets and ConfigMaps a debugging container reads keep
+		// their member copies as the other containers' do.
+		*c = corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: c.Name, Image: c.Image,
+			EnvFrom: c.EnvFrom, Env: referenceEnv(c.Env)}}
 	}
 	return cs
 }

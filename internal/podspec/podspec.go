@@ -33,17 +33,22 @@ func DropServiceAccountToken(s *corev1.PodSpec) {
 		return
 	}
 	s.Volumes = vols
-	strip := func(cs []corev1.Container) {
-		for i := range cs {
-			var mounts []corev1.VolumeMount
-			for _, m := range cs[i].VolumeMounts {
-				if !drop[m.Name] {
-					mounts = append(mounts, m)
-				}
+	keep := func(ms []corev1.VolumeMount) []corev1.VolumeMount {
+		var out []corev1.VolumeMount
+		for _, m := range ms {
+			if !drop[m.Name] {
+				out = append(out, m)
 			}
-			cs[i].VolumeMounts = mounts
+		}
+		return out
+	}
+	for _, cs := range [][]corev1.Container{s.InitContainers, s.Containers} {
+		for i := range cs {
+			cs[i].VolumeMounts = keep(cs[i].VolumeMounts)
 		}
 	}
-	strip(s.InitContainers)
-	strip(s.Containers)
+	// A debugging container may mount the token as any container may.
+	for i := range s.EphemeralContainers {
+		s.EphemeralContainers[i].VolumeMounts = keep(s.EphemeralContainers[i].VolumeMounts)
+	}
 }

@@ -144,3 +144,18 @@ const (
 	// name the pod gives; flotilla-node made one with the host's value.
 	EventPriorityClassCopied = "PriorityClassCopied"
 )
+
+// On host pods, by flotilla-node and flotilla-policy: debugging
+// (kubectl debug).
+const (
+	// EventEphemeralContainerRefused: the member refused an ephemeral
+	// container added to the host pod; the message is the member's.
+	EventEphemeralContainerRefused = "EphemeralContainerRefused"
+	// EventEphemeralContainerRetrying: adding an ephemeral container to
+	// the member pod failed for a reason that may pass, and is retried.
+	EventEphemeralContainerRetrying = "EphemeralContainerRetrying"
+	// ReasonNodeDebugRefused is the status reason of a node debugging pod
+	// (kubectl debug node/<virtual node>) that a virtual node refused: no
+	// one node stands behind it.
+	ReasonNodeDebugRefused = "NodeDebugRefused"
+)

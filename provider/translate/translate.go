@@ -2,6 +2,7 @@ package translate
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -52,7 +53,9 @@ func (t Target) Owner() wellknown.Owner {
 //     (the provider copies the host's class there when the member lacks it).
 //   - the service-account token volume the host injected (kube-api-access-*)
 //     is removed, so the member injects a token its own apiserver accepts.
-//   - ephemeral containers are dropped: they cannot be set on create.
+//   - ephemeral containers are dropped: they cannot be set on create, and
+//     are added through the member's ephemeralcontainers subresource
+//     (EphemeralToMember).
 //   - a generic ephemeral volume becomes a reference to its claim, which
 //     the host made (<pod>-<volume>) and flotilla copies into the member
 //     (mirror/claim.go): the member must not make a second one.
@@ -103,6 +106,38 @@ func ToMember(host *corev1.Pod, t Target) *corev1.Pod {
 		}
 	}
 	return m
+}
+
+// EphemeralToMember returns the ephemeral containers of a host pod as its
+// member pod carries them. They are translated as ToMember translates
+// containers: kept as they are (images, commands, environment, the volumes
+// they mount and targetContainerName keep their names, since Secrets,
+// ConfigMaps and claims are mirrored under theirs), but for mounts of the
+// service-account token volume the host injected, which the member pod
+// does not have.
+func EphemeralToMember(host *corev1.Pod) []corev1.EphemeralContainer {
+	if len(host.Spec.EphemeralContainers) == 0 {
+		return nil
+	}
+	s := corev1.PodSpec{Volumes: host.Spec.Volumes}
+	for i := range host.Spec.EphemeralContainers {
+		s.EphemeralContainers = append(s.EphemeralContainers, *host.Spec.EphemeralContainers[i].DeepCopy())
+	}
+	podspec.DropServiceAccountToken(&s)
+	return s.EphemeralContainers
+}
+
+// MissingEphemeral returns the containers of want whose names have is
+// missing: ephemeral containers can be added, never changed or removed,
+// so a name is all that tells whether one was added.
+func MissingEphemeral(have, want []corev1.EphemeralContainer) []corev1.EphemeralContainer {
+	var out []corev1.EphemeralContainer
+	for _, c := range want {
+		if !slices.ContainsFunc(have, func(h corev1.EphemeralContainer) bool { return h.Name == c.Name }) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func filterSelector(sel map[string]string, cluster string) map[string]string {
@@ -213,8 +248,10 @@ func stripIdentity(labels, annotations map[string]string) (map[string]string, ma
 // HostView describes the member pod in host terms, for virtual-kubelet to
 // compare with the host pod: the host pod with the fields that may change
 // after creation (images, activeDeadlineSeconds, tolerations, labels,
-// annotations) taken from the member, and status translated by HostStatus.
-// A difference tells virtual-kubelet that UpdatePod has work to do.
+// annotations) taken from the member, of its ephemeral containers only
+// those the member pod has, and status translated by HostStatus.
+// A difference tells virtual-kubelet that UpdatePod has work to do: an
+// ephemeral container added in the host (kubectl debug) is one.
 func HostView(host *corev1.Pod, member *memberpod.Pod, t Target) *corev1.Pod {
 	v := host.DeepCopy()
 	v.Labels, v.Annotations = stripIdentity(member.Labels, member.Annotations)
@@ -227,6 +264,11 @@ func HostView(host *corev1.Pod, member *memberpod.Pod, t Target) *corev1.Pod {
 	CopyImages(v.Spec.Containers, member.Spec.Containers)
 	CopyImages(v.Spec.InitContainers, member.Spec.InitContainers)
 	v.Spec.ActiveDeadlineSeconds = member.Spec.ActiveDeadlineSeconds
+	if len(MissingEphemeral(member.Spec.EphemeralContainers, v.Spec.EphemeralContainers)) > 0 {
+		v.Spec.EphemeralContainers = slices.DeleteFunc(v.Spec.EphemeralContainers, func(c corev1.EphemeralContainer) bool {
+			return !slices.ContainsFunc(member.Spec.EphemeralContainers, func(m corev1.EphemeralContainer) bool { return m.Name == c.Name })
+		})
+	}
 	if want := ToMember(host, t).Spec.Tolerations; !equality.Semantic.DeepEqual(want, member.Spec.Tolerations) {
 		v.Spec.Tolerations = member.Spec.Tolerations
 	}

@@ -357,3 +357,62 @@ func TestToMemberRestoresTheMembersConstraints(t *testing.T) {
 		t.Error("the member pod carries the host's bookkeeping annotation")
 	}
 }
+
+// TestEphemeralContainers: an ephemeral container reaches the member as
+// the host has it (target, environment, mounts of mirrored volumes) but for
+// the host's token mount, and the host view shows it only once the member
+// pod has it, which is what makes virtual-kubelet call UpdatePod.
+func TestEphemeralContainers(t *testing.T) {
+	target := Target{Cluster: "beijing", Namespace: "shop"}
+	host := hostPod()
+	dbg := corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "dbg", Image: "busybox", Command: []string{"sleep", "3600"},
+			EnvFrom:      []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets"}, {Name: "data", MountPath: "/data"}},
+		},
+		TargetContainerName: "c",
+	}
+	host.Spec.EphemeralContainers = []corev1.EphemeralContainer{dbg}
+
+	if m := ToMember(host, target); len(m.Spec.EphemeralContainers) != 0 {
+		t.Errorf("ToMember kept ephemeral containers %v: they cannot be set on create", m.Spec.EphemeralContainers)
+	}
+	want := *dbg.DeepCopy()
+	want.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	got := EphemeralToMember(host)
+	if d := cmp.Diff([]corev1.EphemeralContainer{want}, got); d != "" {
+		t.Errorf("EphemeralToMember (-want +got):\n%s", d)
+	}
+	if len(host.Spec.EphemeralContainers[0].VolumeMounts) != 2 {
+		t.Error("EphemeralToMember changed the host pod")
+	}
+
+	member := ToMember(host, target)
+	if v := HostView(host, memberpod.New(member), target); len(v.Spec.EphemeralContainers) != 0 {
+		t.Errorf("host view of a member pod without the ephemeral container shows %v", v.Spec.EphemeralContainers)
+	}
+	member.Spec.EphemeralContainers = got
+	if v := HostView(host, memberpod.New(member), target); !equality.Semantic.DeepEqual(v.Spec, host.Spec) {
+		t.Errorf("host view of a member pod with the ephemeral container differs from the host pod: %s", cmp.Diff(host.Spec, v.Spec))
+	}
+	if missing := MissingEphemeral(member.Spec.EphemeralContainers, append(got, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "dbg2"}})); len(missing) != 1 || missing[0].Name != "dbg2" {
+		t.Errorf("MissingEphemeral = %v, want dbg2 alone", missing)
+	}
+}
+
+// TestHostStatusKeepsEphemeralContainerStatuses: kubectl debug -it waits
+// for the host pod's status of its container.
+func TestHostStatusKeepsEphemeralContainerStatuses(t *testing.T) {
+	host := hostPod()
+	member := corev1.PodStatus{Phase: corev1.PodRunning, EphemeralContainerStatuses: []corev1.ContainerStatus{{
+		Name: "dbg", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}}
+	s := HostStatus(host, &member)
+	if len(s.EphemeralContainerStatuses) != 1 || s.EphemeralContainerStatuses[0].State.Running == nil {
+		t.Errorf("host status ephemeral containers = %v", s.EphemeralContainerStatuses)
+	}
+	if !StatusMatters(host.Status, s) {
+		t.Error("a debugging container that started does not matter to the host status")
+	}
+}
