@@ -174,7 +174,7 @@ func New(cfg Config) (*Provider, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "forward-retry"}),
 	}
-	p.hostStatus = newHostStatus(p.env)
+	p.hostStatus = newHostStatus(p.env, p.statusQueue.Add)
 	if err := p.watchMemberPods(); err != nil {
 		return nil, err
 	}
