@@ -316,6 +316,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	var wg sync.WaitGroup
 	wg.Go(func() { keyqueue.Run(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
 	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
+	wg.Go(func() { p.resyncStatuses(ctx) })
 	wg.Go(func() { keyqueue.Run(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { p.deps.run(ctx) })
 	wg.Go(func() { p.mirrors.Run(ctx) })
