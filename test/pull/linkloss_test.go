@@ -1,3 +1,9 @@
+// This file cuts the links between flotilla-node and the host: far's
+// site drops every packet to and from the world (pull), near's
+// flotilla-node loses the host apiserver (push). Each cut lasts until the
+// host's node controller has found the virtual nodes unreachable and
+// acted on their pods, as it does with a kubelet's.
+
 package pull_test
 
 import (
@@ -20,12 +26,6 @@ import (
 	"flotilla.io/flotilla/test/fleet"
 	"flotilla.io/flotilla/test/testworld"
 )
-
-// This file cuts the links between flotilla-node and the host: far's
-// site drops every packet to and from the world (pull), near's
-// flotilla-node loses the host apiserver (push). Each cut lasts until the
-// host's node controller has found the virtual nodes unreachable and
-// acted on their pods, as it does with a kubelet's.
 
 // cuttableLinks makes the link of each member's flotilla-node to the host
 // one that cutLinks can cut. far's site link is

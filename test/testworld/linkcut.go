@@ -1,3 +1,8 @@
+// This file cuts links the way they fail in the field: packets dropped
+// both ways, so that connections neither close nor get refused but stall
+// until the peers' own timeouts notice, and heal without a restart of
+// anything.
+
 package testworld
 
 import (
@@ -10,11 +15,6 @@ import (
 	"strings"
 	"sync"
 )
-
-// This file cuts links the way they fail in the field: packets dropped
-// both ways, so that connections neither close nor get refused but stall
-// until the peers' own timeouts notice, and heal without a restart of
-// anything.
 
 // CutLink drops every packet between the site and the world, both ways,
 // as a dead uplink or gateway does, until heal is called. What runs inside
