@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -91,7 +92,7 @@ func waitingList(list listFunc, wait func(context.Context) error) listFunc {
 	return func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		for {
 			obj, err := list(ctx, o)
-			if !unreachable(err) || ctx.Err() != nil || wait(ctx) != nil {
+			if !unreachable(err) || ctx.Err() != nil || waitLogged(ctx, wait, err) != nil {
 				return obj, err
 			}
 		}
@@ -107,9 +108,18 @@ func waitingWatch(w watchFunc, wait func(context.Context) error) watchFunc {
 	return func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		for {
 			wi, err := w(ctx, o)
-			if !unreachable(err) || ctx.Err() != nil || wait(ctx) != nil {
+			if !unreachable(err) || ctx.Err() != nil || waitLogged(ctx, wait, err) != nil {
 				return wi, err
 			}
 		}
 	}
+}
+
+// waitLogged reports err, which the reflector no longer sees, where it
+// would have (a persistent one, such as a certificate the client does not
+// trust, is reported once: the probe fails alike until it is fixed), and
+// waits.
+func waitLogged(ctx context.Context, wait func(context.Context) error, err error) error {
+	utilruntime.HandleErrorWithContext(ctx, err, "Cannot reach the apiserver; waiting until it answers")
+	return wait(ctx)
 }
