@@ -25,10 +25,10 @@ import (
 // them shows, a write that failed for good or an event a restarted watch
 // skipped, so it need not run often. A kubelet makes the same pass every
 // 10 s; here it costs, per pod, two cache reads, the status translation
-// and a comparison (a few microseconds: some 10 ms of one core for 1,000
-// pods, once a minute) and queues only the pods found wrong, so an idle
-// node of 10,000 pods spends well under a thousandth of a core on it and
-// writes nothing.
+// and a comparison, about 12 µs (BenchmarkQueueWrongStatuses: 12 ms and
+// 2.7 MB of garbage for 1,000 pods), and queues only the pods found
+// wrong. Once a minute, a node of 10,000 pods spends two thousandths of a
+// core on it and writes nothing.
 const statusResyncInterval = time.Minute
 
 // resyncStatuses runs the pass every statusResyncInterval until ctx ends.

@@ -4,6 +4,7 @@ package provider
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,5 +72,30 @@ func TestQueueWrongStatuses(t *testing.T) {
 	w.p.hostStatus.mu.Unlock()
 	if want == nil || !podstate.Ready(&corev1.Pod{Status: want.status}) {
 		t.Errorf("status to write onto the pod marked NotReady: %+v, want Ready", want)
+	}
+}
+
+// BenchmarkQueueWrongStatuses measures the periodic pass over a node of
+// 1,000 forwarded pods whose statuses are all right, its usual case.
+func BenchmarkQueueWrongStatuses(b *testing.B) {
+	w := buildHarness(b)
+	target := w.p.target(testNamespace)
+	for i := range 1000 {
+		host := boundPod("p-" + strconv.Itoa(i))
+		member := translate.ToMember(host, target)
+		member.Status = runningStatus()
+		host.Status = translate.HostStatus(host, &member.Status)
+		if err := w.hostPodIndexer.Add(host); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.memberPodIndexer.Add(member); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := w.p.queueWrongStatuses(); n != 0 {
+			b.Fatalf("queued %d pods whose status is right", n)
+		}
 	}
 }
