@@ -28,11 +28,10 @@ import (
 )
 
 // cuttableLinks makes the link of each member's flotilla-node to the host
-// one that cutLinks can cut. far's site link is
-// one already; near's flotilla-node is started again with a host
-// kubeconfig naming the host apiserver's advertised address, which no
-// other component of the world uses, and started as before once the test
-// is over.
+// one that cutLinks can cut. far's site link is one already; near's
+// flotilla-node is started again with a host kubeconfig naming the host
+// apiserver's advertised address, which no other component of the world
+// uses, and started as before once the test is over.
 func cuttableLinks(t *testing.T) {
 	t.Helper()
 	kc, err := env.World.Host().UserKubeconfigAt(testworld.AdvertiseIP, fleet.HostIdentity(near))
