@@ -103,10 +103,11 @@ func (s *hostStatus) cacheEvents() cache.ResourceEventHandler {
 		s.mu.Lock()
 		w, ok := s.inFlight[key]
 		caughtUp := ok && w.onto != h.ResourceVersion
-		// Ours when it shows what was written last. A write the cache
-		// showed before the writer noted it passes for another's: one
-		// comparison more for a status already right, no more.
-		ours := caughtUp && !translate.StatusMatters(*w.status, h.Status)
+		// Ours when it shows the phase and conditions written last, all
+		// that other writers change. A write the cache showed before the
+		// writer noted it passes for another's: one status sync more, for
+		// a status already right.
+		ours := caughtUp && translate.SamePhaseAndConditions(w.status, &h.Status)
 		if caughtUp {
 			delete(s.inFlight, key)
 		}
@@ -116,7 +117,7 @@ func (s *hostStatus) cacheEvents() cache.ResourceEventHandler {
 			s.queue.Add(key) // it waited for the cache (write)
 		}
 		if o, ok := old.(*corev1.Pod); ok && !ours && o.UID == h.UID && s.changedElsewhere != nil &&
-			translate.StatusMatters(o.Status, h.Status) {
+			!translate.SamePhaseAndConditions(&o.Status, &h.Status) {
 			s.changedElsewhere(key)
 		}
 	}
