@@ -60,7 +60,7 @@ type harnessConfig struct {
 
 // harness is one virtual node: a host, a member, and flotilla in between.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	host   *fake.Clientset
 	member *fake.Clientset
@@ -85,7 +85,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 
 // buildHarness wires a world without starting anything: its caches stay
 // empty until a test fills them or calls start.
-func buildHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
+func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 	t.Helper()
 	cfg := harnessConfig{mapper: SameName}
 	for _, o := range opts {

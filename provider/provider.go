@@ -180,7 +180,7 @@ func New(cfg Config) (*Provider, error) {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "ephemeral-retry"}),
 	}
-	p.hostStatus = newHostStatus(p.env)
+	p.hostStatus = newHostStatus(p.env, p.statusQueue.Add)
 	if err := p.watchMemberPods(); err != nil {
 		return nil, err
 	}
@@ -323,6 +323,7 @@ func (p *Provider) Run(ctx context.Context, hostSynced <-chan struct{}) {
 	var wg sync.WaitGroup
 	wg.Go(func() { keyqueue.Run(ctx, p.statusQueue, p.cfg.StatusWorkers, p.syncStatus) })
 	wg.Go(func() { p.hostStatus.run(ctx, p.cfg.StatusWorkers) })
+	wg.Go(func() { p.resyncStatuses(ctx) })
 	wg.Go(func() { keyqueue.Run(ctx, p.retryQueue, 1, p.retryForward) })
 	wg.Go(func() { keyqueue.Run(ctx, p.ephemeralQueue, 1, p.retryEphemeral) })
 	wg.Go(func() { p.deps.run(ctx) })

@@ -17,7 +17,6 @@ import (
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider/translate"
 )
 
 // memberPodChanged queues a status sync of the host pod a member pod
@@ -84,17 +83,8 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 				return err
 			}
 		}
-		status := translate.HostStatus(host, &member.Status)
-		cur := host.Status
-		if host.DeletionTimestamp != nil {
-			// The apiserver bumps a pod's generation as its graceful
-			// deletion starts. Observing that alone is not worth a write
-			// (one in five of a forwarded pod's host writes) on a pod
-			// about to go: the member pod's next status that matters (a
-			// kubelet's stopped containers) carries it.
-			cur.ObservedGeneration = status.ObservedGeneration
-		}
-		if !translate.StatusMatters(cur, status) {
+		status, matters := statusWanted(host, member)
+		if !matters {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil
 		}

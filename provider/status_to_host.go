@@ -35,9 +35,20 @@ import (
 // again, quietly, on the version the cache shows next; the status written
 // then is the newest one asked for. A status already on the host pod is
 // not written again.
+//
+// A status another writer gave a host pod is told to changedElsewhere, as
+// a kubelet's status manager notices a status it did not write: the host's
+// node controller marks every pod of a node it cannot hear from NotReady,
+// and once the node is back nothing in the member changes to say
+// otherwise. The host pod informer shows such a change as soon as it is
+// connected again, whether its watch resumes or it lists anew, so the pod
+// is set right from the member pod as soon as flotilla-node can see it.
 type hostStatus struct {
 	env   *env
 	queue workqueue.TypedRateLimitingInterface[string]
+	// changedElsewhere is told the key of a host pod whose status another
+	// writer changed.
+	changedElsewhere func(key string)
 
 	mu sync.Mutex
 	// pending holds, by host pod key, the status to write next.
@@ -59,8 +70,8 @@ type writtenStatus struct {
 	status *corev1.PodStatus
 }
 
-func newHostStatus(e *env) *hostStatus {
-	return &hostStatus{env: e,
+func newHostStatus(e *env, changedElsewhere func(key string)) *hostStatus {
+	return &hostStatus{env: e, changedElsewhere: changedElsewhere,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 10*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "host-status"}),
@@ -79,27 +90,40 @@ func (s *hostStatus) set(host *corev1.Pod, status corev1.PodStatus) {
 }
 
 // cacheEvents is the handler of the host pod informer that tells when the
-// cache shows a write.
+// cache shows a write, and when a status another writer gave.
 func (s *hostStatus) cacheEvents() cache.ResourceEventHandler {
-	seen := func(obj any) {
-		if h, ok := obj.(*corev1.Pod); ok {
-			key := h.Namespace + "/" + h.Name
-			s.mu.Lock()
-			w, ok := s.inFlight[key]
-			caughtUp := ok && w.onto != h.ResourceVersion
-			if caughtUp {
-				delete(s.inFlight, key)
-			}
-			_, waiting := s.pending[key]
-			s.mu.Unlock()
-			if caughtUp && waiting {
-				s.queue.Add(key) // it waited for the cache (write)
-			}
+	// seen is called with each version of a host pod the cache shows, and
+	// the version before it, if any.
+	seen := func(old, cur any) {
+		h, ok := cur.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		key := h.Namespace + "/" + h.Name
+		s.mu.Lock()
+		w, ok := s.inFlight[key]
+		caughtUp := ok && w.onto != h.ResourceVersion
+		// Ours when it shows the phase and conditions written last, all
+		// that other writers change. A write the cache showed before the
+		// writer noted it passes for another's: one status sync more, for
+		// a status already right.
+		ours := caughtUp && translate.SamePhaseAndConditions(w.status, &h.Status)
+		if caughtUp {
+			delete(s.inFlight, key)
+		}
+		_, waiting := s.pending[key]
+		s.mu.Unlock()
+		if caughtUp && waiting {
+			s.queue.Add(key) // it waited for the cache (write)
+		}
+		if o, ok := old.(*corev1.Pod); ok && !ours && o.UID == h.UID && s.changedElsewhere != nil &&
+			!translate.SamePhaseAndConditions(&o.Status, &h.Status) {
+			s.changedElsewhere(key)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    seen,
-		UpdateFunc: func(_, cur any) { seen(cur) },
+		AddFunc:    func(obj any) { seen(nil, obj) },
+		UpdateFunc: seen,
 		DeleteFunc: func(obj any) {
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				s.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
@@ -56,7 +57,7 @@ func newStatusServer(t *testing.T) (*statusServer, *hostStatus) {
 	})
 	s.show()
 	e := &env{cfg: Config{NodeName: "beijing", HostClient: c}, hostPods: corev1listers.NewPodLister(s.cache)}
-	w := newHostStatus(e)
+	w := newHostStatus(e, nil)
 	s.handler = w.cacheEvents()
 	return s, w
 }
@@ -191,4 +192,60 @@ func TestHostStatusWrites(t *testing.T) {
 	if len(w.pending) != 0 || len(w.inFlight) != 0 {
 		t.Errorf("the writer holds %d pending and %d in-flight statuses once all is written and seen, want none", len(w.pending), len(w.inFlight))
 	}
+}
+
+// TestHostStatusChangedElsewhere: a status another writer gives a host pod
+// (the host's node controller marking it NotReady while the node was out
+// of reach) is told, so that it is set right from the member pod; the
+// writer's own statuses and changes of anything but the status are not.
+func TestHostStatusChangedElsewhere(t *testing.T) {
+	s, w := newStatusServer(t)
+	var told []string
+	w.changedElsewhere = func(key string) { told = append(told, key) }
+	host := func() *corev1.Pod { obj, _, _ := s.cache.GetByKey("app/web"); return obj.(*corev1.Pod) }
+
+	w.set(host(), running(corev1.ConditionTrue))
+	write(t, w)
+	s.show()
+	s.elsewhere(func(p *corev1.Pod) { p.Labels["tier"] = "front" })
+	s.show()
+	if len(told) != 0 {
+		t.Fatalf("its own write and a label change were told as statuses changed elsewhere: %v", told)
+	}
+
+	s.elsewhere(func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse })
+	s.show()
+	if len(told) != 1 || told[0] != "app/web" {
+		t.Fatalf("the node controller's NotReady: told %v, want app/web once", told)
+	}
+}
+
+// TestNotReadyFromNodeControllerSetRight: the host's node controller marks
+// a forwarded pod NotReady (as it does for every pod of a node it has not
+// heard from within its grace period); its member pod still runs and is
+// Ready, and nothing changes in the member. The host pod is Ready again,
+// as a kubelet's status manager would set it.
+func TestNotReadyFromNodeControllerSetRight(t *testing.T) {
+	w := newHarness(t)
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	ready := func() bool {
+		h, err := w.getHostPod("web")
+		return err == nil && podstate.Ready(h)
+	}
+	w.eventually("host pod Ready", ready)
+
+	h, err := w.getHostPod("web")
+	must(t, err)
+	h = h.DeepCopy()
+	for i := range h.Status.Conditions {
+		if h.Status.Conditions[i].Type == corev1.PodReady {
+			h.Status.Conditions[i].Status = corev1.ConditionFalse
+			h.Status.Conditions[i].LastTransitionTime = metav1.Now()
+		}
+	}
+	if _, err := w.host.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, h, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("host pod Ready again after the node controller marked it NotReady", ready)
 }

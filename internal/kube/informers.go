@@ -126,9 +126,13 @@ func (f *Factory) typed(obj runtime.Object) cache.SharedIndexInformer {
 }
 
 // NewInformer returns an informer of obj's type (a type flotilla-node
-// watches) in namespace, its lists and watches changed by tweak.
+// watches) in namespace, its lists and watches changed by tweak. While
+// the apiserver cannot be reached, its lists and watches wait for it
+// rather than fail (see reconnect.go).
 func NewInformer(c Interface, obj runtime.Object, namespace string, resync time.Duration, tweak func(*metav1.ListOptions), indexers cache.Indexers) cache.SharedIndexInformer {
 	list, watchFn := listWatch(c, obj, namespace)
+	wait := reachable(c)
+	list, watchFn = waitingList(list, wait), waitingWatch(watchFn, wait)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {

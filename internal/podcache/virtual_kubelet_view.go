@@ -50,7 +50,21 @@ func (i viewPodInformer) Informer() cache.SharedIndexInformer {
 type viewHandler struct{ h cache.ResourceEventHandler }
 
 func (v viewHandler) OnAdd(obj any, initial bool) { v.h.OnAdd(viewOf(obj), initial) }
-func (v viewHandler) OnDelete(obj any)            { v.h.OnDelete(viewOf(obj)) }
+
+// OnDelete passes on a pod the informer found gone only as it listed
+// again (a cache.DeletedFinalStateUnknown: deleted while the watch was
+// broken, as during a lost link to the host) as the pod it last saw.
+// virtual-kubelet's handler and its event filter take pods only and drop
+// anything else: the member pod of a host pod deleted during an outage
+// would run on, and virtual-kubelet keep its record of the pod for good.
+func (v viewHandler) OnDelete(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		if pod, ok := d.Obj.(*corev1.Pod); ok {
+			obj = pod
+		}
+	}
+	v.h.OnDelete(viewOf(obj))
+}
 
 // OnUpdate passes on the updates virtual-kubelet acts on. Of every update
 // of a host pod, virtual-kubelet's handler (node/podcontroller.go) only

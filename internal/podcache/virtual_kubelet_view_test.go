@@ -207,6 +207,21 @@ func TestVirtualKubeletHandlersGetViews(t *testing.T) {
 	}
 }
 
+// TestVirtualKubeletHandlersGetGonePods: a host pod the informer finds
+// gone only as it lists again (a tombstone, after its watch broke) reaches
+// virtual-kubelet's handler as the pod it last saw: its handler and event
+// filter drop anything but a pod, which would leave the member pod of a
+// host pod deleted during an outage running.
+func TestVirtualKubeletHandlersGetGonePods(t *testing.T) {
+	var got any
+	handler := viewHandler{cache.ResourceEventHandlerFuncs{DeleteFunc: func(obj any) { got = obj }}}
+	handler.OnDelete(cache.DeletedFinalStateUnknown{Key: "app/web", Obj: podcachetest.AdmittedPod()})
+	pod, ok := got.(*corev1.Pod)
+	if !ok || !IsVirtualKubeletView(pod) {
+		t.Fatalf("virtual-kubelet's handler got %T, want a view of the pod", got)
+	}
+}
+
 // podsEqual is virtual-kubelet v1.13's test of a host pod update
 // (node/pod.go podShouldEnqueue), reproduced to measure it.
 func podsEqual(p1, p2 *corev1.Pod) bool {

@@ -340,6 +340,16 @@ func StatusMatters(cur, want corev1.PodStatus) bool {
 	return !equality.Semantic.DeepEqual(cur, want)
 }
 
+// SamePhaseAndConditions reports whether a and b have the same phase and
+// the same conditions as sameConditions compares them: what writers other
+// than a pod's kubelet change of its status (the node controller's Ready,
+// an eviction's DisruptionTarget, the pod garbage collector's Failed). It
+// compares in place, cheaply enough for every host pod event, where
+// StatusMatters takes a reflective comparison.
+func SamePhaseAndConditions(a, b *corev1.PodStatus) bool {
+	return a.Phase == b.Phase && sameConditions(a.Conditions, b.Conditions)
+}
+
 // sameConditions reports whether a and b have conditions of the same types
 // and, of each type, the same last one but for its times and observed
 // generation. It runs on every member pod event, so it compares in place:

@@ -416,3 +416,34 @@ func TestHostStatusKeepsEphemeralContainerStatuses(t *testing.T) {
 		t.Error("a debugging container that started does not matter to the host status")
 	}
 }
+
+// TestSamePhaseAndConditions: what other writers than a kubelet change of
+// a pod's status is told apart, re-stamps and the rest of the status are
+// not.
+func TestSamePhaseAndConditions(t *testing.T) {
+	now := time.Now()
+	running := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7",
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}}}
+	with := func(change func(*corev1.PodStatus)) corev1.PodStatus {
+		s := *running.DeepCopy()
+		change(&s)
+		return s
+	}
+	for name, c := range map[string]struct {
+		b    corev1.PodStatus
+		want bool
+	}{
+		"same":            {with(func(*corev1.PodStatus) {}), true},
+		"re-stamped":      {with(func(s *corev1.PodStatus) { s.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(time.Minute)) }), true},
+		"marked NotReady": {with(func(s *corev1.PodStatus) { s.Conditions[0].Status = corev1.ConditionFalse }), false},
+		"failed":          {with(func(s *corev1.PodStatus) { s.Phase = corev1.PodFailed }), false},
+		"a condition added": {with(func(s *corev1.PodStatus) {
+			s.Conditions = append(s.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+		}), false},
+		"another field": {with(func(s *corev1.PodStatus) { s.PodIP = "10.0.0.8" }), true},
+	} {
+		if got := SamePhaseAndConditions(&running, &c.b); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+}
