@@ -143,6 +143,10 @@ type Provider struct {
 	// provider to delete the pod it still has. Deleting a terminating pod
 	// again changes nothing but costs the member a request.
 	deleting sync.Map
+	// disrupted holds, by host pod key, why a member pod went as its last
+	// state said (rememberDisruption), until the status sync its deletion
+	// queued takes it.
+	disrupted sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -200,7 +204,9 @@ func (p *Provider) watchMemberPods() error {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 			UpdateFunc: func(_, cur any) { p.memberPodChanged(cur) },
-			DeleteFunc: func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj); p.memberPodGone(obj) },
+			// memberPodGone first: it keeps what the sync that
+			// memberPodChanged queues reads.
+			DeleteFunc: func(obj any) { p.memberPodGone(obj); p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 		},
 	})
 	if err != nil {
@@ -282,9 +288,12 @@ func (p *Provider) memberPodCameOrWent(obj any) {
 	}
 }
 
+// memberPodGone forgets the deletion flotilla asked of a member pod, and
+// keeps why the pod went, which its last state may say.
 func (p *Provider) memberPodGone(obj any) {
 	if m, ok := memberpod.Of(obj); ok {
 		p.deleting.Delete(m.UID)
+		p.rememberDisruption(m)
 	}
 }
 

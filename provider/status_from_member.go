@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -16,7 +15,6 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/translate"
 )
 
@@ -46,6 +44,9 @@ func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
 func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	t := p.target(ns)
+	// Taken before the member pod is looked up: it is kept only once the
+	// cache no longer has the pod.
+	why, disrupted := p.takeDisruption(key)
 	member, err := p.memberPods.Get(t.Namespace, name)
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
 		member = nil
@@ -117,10 +118,18 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			p.cfg.Metrics.statusUnchanged(key)
 			return nil // not created yet, or created before this process started
 		}
-		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
-		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventMemberPodDeleted,
-			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
-		p.publish(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now())))
+		cause := why
+		if !disrupted || why.hostUID != host.UID {
+			cause = disruption{} // none, or an older pod's
+		}
+		if err := p.memberPodRemoved(ctx, host, t.Namespace, cause); err != nil {
+			// Tried again as it was seen this time.
+			p.seen.Store(key, host.UID)
+			if disrupted {
+				p.disrupted.Store(key, why)
+			}
+			return err
+		}
 	}
 	return nil
 }
