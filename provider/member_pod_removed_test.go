@@ -10,6 +10,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ktesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -113,4 +116,38 @@ func TestMemberEvictionFailsBarePod(t *testing.T) {
 	if n := w.disruptionsKept(); n != 0 {
 		t.Errorf("%d disruptions kept after the sync", n)
 	}
+}
+
+// TestMemberEvictionFailsHostPodHeldByFinalizer: a Job's pod outlives its
+// deletion until the Job controller has counted it (its tracking
+// finalizer); it must end Failed, as a kubelet leaves a pod it stopped, or
+// the Job would wait for it forever.
+func TestMemberEvictionFailsHostPodHeldByFinalizer(t *testing.T) {
+	w := newHarness(t)
+	// The apiserver keeps a pod with finalizers, marked for deletion.
+	w.host.PrependReactor("delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		d := a.(ktesting.DeleteAction)
+		obj, err := w.host.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), d.GetNamespace(), d.GetName())
+		if err != nil || len(obj.(*corev1.Pod).Finalizers) == 0 {
+			return false, nil, nil
+		}
+		p := obj.(*corev1.Pod).DeepCopy()
+		if p.DeletionTimestamp == nil {
+			now := metav1.Now()
+			p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &now, ptr.To[int64](0)
+			p.ResourceVersion = ""
+		}
+		return true, nil, w.host.Tracker().Update(corev1.SchemeGroupVersion.WithResource("pods"), p, p.Namespace)
+	})
+	w.createHostPod(boundPod("job", func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "job", UID: "job", Controller: ptr.To(true)}}
+		p.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+	}))
+	w.runMemberPod(testNamespace, "job")
+	w.evictInMember("job")
+	w.eventually("host pod Failed and being deleted", func() bool {
+		p, err := w.getHostPod("job")
+		return err == nil && p.DeletionTimestamp != nil && p.Status.Phase == corev1.PodFailed
+	})
+	w.event("job", wellknown.EventMemberPodEvicted)
 }
