@@ -20,10 +20,11 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// disruption is why a member pod went, as its last state showed: the
-// DisruptionTarget condition the component that removed it set first (the
-// eviction API, the member's scheduler preempting it, its pod garbage
-// collector). A pod deleted plainly has none.
+// disruption is why a member pod went, as the last state its deletion
+// event carries showed: the DisruptionTarget condition that the component
+// removing it set first (the eviction API, the member's scheduler
+// preempting it, its pod garbage collector). A pod deleted plainly has no
+// reason.
 type disruption struct {
 	hostUID         types.UID
 	reason, message string
@@ -33,35 +34,35 @@ type disruption struct {
 // API, as kubectl drain does.
 func (d disruption) evicted() bool { return d.reason == wellknown.ReasonEvictionByEvictionAPI }
 
-// disruptionOf is the disruption a member pod's status records, if any.
-func disruptionOf(m *memberpod.Pod) (disruption, bool) {
+// disruptionOf is why member pod m went, as its status says.
+func disruptionOf(m *memberpod.Pod) disruption {
+	d := disruption{hostUID: m.HostUID}
 	for _, c := range m.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return disruption{hostUID: m.HostUID, reason: c.Reason, message: c.Message}, true
+			d.reason, d.message = c.Reason, c.Message
 		}
 	}
-	return disruption{}, false
+	return d
 }
 
-// rememberDisruption keeps why a member pod went, read from the last state
-// its deletion event carries, for the status sync of its host pod: by the
-// time that sync runs, the member pod cache no longer has the pod. It must
-// run before the sync is queued; the sync takes the entry whatever it
-// decides, so none outlives it.
-func (p *Provider) rememberDisruption(m *memberpod.Pod) {
-	d, ok := disruptionOf(m)
-	if !ok {
-		return
-	}
+// rememberGone keeps, for the status sync of its host pod, that a member
+// pod's deletion event came and why the pod went: by then the member pod
+// cache no longer has the pod. A sync may see the pod gone from the cache
+// before its deletion event is handled (a sync queued by the pod's last
+// update, the eviction's DisruptionTarget), so the sync acts on a member
+// pod gone only with this record, which it is sure to find, since the
+// record is kept before the next sync is queued. Every sync takes the
+// record of its key, so none outlives it.
+func (p *Provider) rememberGone(m *memberpod.Pod) {
 	if ns, name := podcache.HostKeyOf(m); ns != "" && name != "" {
-		p.disrupted.Store(ns+"/"+name, d)
+		p.gone.Store(ns+"/"+name, disruptionOf(m))
 	}
 }
 
-// takeDisruption removes and returns what rememberDisruption kept for the
-// host pod of key.
-func (p *Provider) takeDisruption(key string) (disruption, bool) {
-	v, ok := p.disrupted.LoadAndDelete(key)
+// takeGone removes and returns what rememberGone kept for the host pod of
+// key.
+func (p *Provider) takeGone(key string) (disruption, bool) {
+	v, ok := p.gone.LoadAndDelete(key)
 	if !ok {
 		return disruption{}, false
 	}

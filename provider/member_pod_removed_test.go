@@ -42,10 +42,10 @@ func (w *harness) event(name, reason string) corev1.Event {
 	return got[0]
 }
 
-// disruptionsKept counts what the provider keeps of member pods gone.
-func (w *harness) disruptionsKept() int {
+// goneKept counts what the provider keeps of member pods gone.
+func (w *harness) goneKept() int {
 	n := 0
-	w.p.disrupted.Range(func(any, any) bool { n++; return true })
+	w.p.gone.Range(func(any, any) bool { n++; return true })
 	return n
 }
 
@@ -66,8 +66,8 @@ func TestMemberEvictionDeletesControlledHostPod(t *testing.T) {
 		t.Errorf("an eviction recorded as a deletion: %v", got[0].Message)
 	}
 	w.never("re-created in the member", 50*time.Millisecond, func() bool { return w.memberPodExists(testNamespace, "web") })
-	if n := w.disruptionsKept(); n != 0 {
-		t.Errorf("%d disruptions kept after the host pod went", n)
+	if n := w.goneKept(); n != 0 {
+		t.Errorf("%d gone member pods kept after the host pod went", n)
 	}
 }
 
@@ -113,8 +113,8 @@ func TestMemberEvictionFailsBarePod(t *testing.T) {
 	if e := w.event("web", wellknown.EventMemberPodEvicted); e.Type != corev1.EventTypeNormal {
 		t.Errorf("event type %s, want Normal", e.Type)
 	}
-	if n := w.disruptionsKept(); n != 0 {
-		t.Errorf("%d disruptions kept after the sync", n)
+	if n := w.goneKept(); n != 0 {
+		t.Errorf("%d gone member pods kept after the sync", n)
 	}
 }
 

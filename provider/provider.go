@@ -143,10 +143,10 @@ type Provider struct {
 	// provider to delete the pod it still has. Deleting a terminating pod
 	// again changes nothing but costs the member a request.
 	deleting sync.Map
-	// disrupted holds, by host pod key, why a member pod went as its last
-	// state said (rememberDisruption), until the status sync its deletion
-	// queued takes it.
-	disrupted sync.Map
+	// gone holds, by host pod key, the member pods seen deleted and why
+	// they went (rememberGone), until the status sync their deletion
+	// queued takes them.
+	gone sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -289,11 +289,11 @@ func (p *Provider) memberPodCameOrWent(obj any) {
 }
 
 // memberPodGone forgets the deletion flotilla asked of a member pod, and
-// keeps why the pod went, which its last state may say.
+// keeps that the pod went, and why, for the status sync.
 func (p *Provider) memberPodGone(obj any) {
 	if m, ok := memberpod.Of(obj); ok {
 		p.deleting.Delete(m.UID)
-		p.rememberDisruption(m)
+		p.rememberGone(m)
 	}
 }
 

@@ -44,9 +44,7 @@ func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
 func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	t := p.target(ns)
-	// Taken before the member pod is looked up: it is kept only once the
-	// cache no longer has the pod.
-	why, disrupted := p.takeDisruption(key)
+	why, gone := p.takeGone(key)
 	member, err := p.memberPods.Get(t.Namespace, name)
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
 		member = nil
@@ -114,20 +112,20 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			p.seen.Delete(key)
 			return nil
 		}
+		if !gone || why.hostUID != host.UID {
+			// Not created yet, or its deletion event is still to come
+			// (rememberGone).
+			p.cfg.Metrics.statusUnchanged(key)
+			return nil
+		}
 		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
 			p.cfg.Metrics.statusUnchanged(key)
-			return nil // not created yet, or created before this process started
+			return nil // created before this process started
 		}
-		cause := why
-		if !disrupted || why.hostUID != host.UID {
-			cause = disruption{} // none, or an older pod's
-		}
-		if err := p.memberPodRemoved(ctx, host, t.Namespace, cause); err != nil {
+		if err := p.memberPodRemoved(ctx, host, t.Namespace, why); err != nil {
 			// Tried again as it was seen this time.
 			p.seen.Store(key, host.UID)
-			if disrupted {
-				p.disrupted.Store(key, why)
-			}
+			p.gone.Store(key, why)
 			return err
 		}
 	}
