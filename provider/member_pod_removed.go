@@ -97,7 +97,12 @@ func (p *Provider) memberPodRemoved(ctx context.Context, host *corev1.Pod, membe
 	key := host.Namespace + "/" + host.Name
 	owner := metav1.GetControllerOf(host)
 	if owner == nil {
-		log.G(ctx).WithField("pod", key).WithField("reason", why.reason).Warn("member pod removed out of band")
+		logger := log.G(ctx).WithField("pod", key).WithField("reason", why.reason)
+		if why.evicted() {
+			logger.Info("member pod evicted in the member: the pod failed")
+		} else {
+			logger.Warn("member pod removed out of band: the pod failed")
+		}
 		p.cfg.Recorder.Event(host, eventType, reason, what)
 		p.publish(host, status)
 		return nil
