@@ -268,7 +268,9 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 		case wellknown.ReasonForwardFailed:
 			return "Failed: " + where + " refused it: " + pod.Status.Message
 		case wellknown.ReasonMemberPodDeleted:
-			return "Failed: its pod in " + where + " was deleted there: " + pod.Status.Message
+			// Evicted or deleted there; a pod with a controller is deleted
+			// in the host instead, so this one has none to replace it.
+			return "Failed: its pod in " + where + " was removed there, and nothing replaces a pod without a controller: " + pod.Status.Message
 		}
 		return fmt.Sprintf("Failed in %s: %s %s", dash(where), pod.Status.Reason, pod.Status.Message)
 	case pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "":

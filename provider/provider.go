@@ -146,6 +146,10 @@ type Provider struct {
 	// provider to delete the pod it still has. Deleting a terminating pod
 	// again changes nothing but costs the member a request.
 	deleting sync.Map
+	// gone holds, by host pod key, the member pods seen deleted and why
+	// they went (rememberGone), until the status sync their deletion
+	// queued takes them.
+	gone sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers
@@ -206,7 +210,9 @@ func (p *Provider) watchMemberPods() error {
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 			UpdateFunc: func(_, cur any) { p.memberPodChanged(cur) },
-			DeleteFunc: func(obj any) { p.memberPodChanged(obj); p.memberPodCameOrWent(obj); p.memberPodGone(obj) },
+			// memberPodGone first: it keeps what the sync that
+			// memberPodChanged queues reads.
+			DeleteFunc: func(obj any) { p.memberPodGone(obj); p.memberPodChanged(obj); p.memberPodCameOrWent(obj) },
 		},
 	})
 	if err != nil {
@@ -288,9 +294,12 @@ func (p *Provider) memberPodCameOrWent(obj any) {
 	}
 }
 
+// memberPodGone forgets the deletion flotilla asked of a member pod, and
+// keeps that the pod went, and why, for the status sync.
 func (p *Provider) memberPodGone(obj any) {
 	if m, ok := memberpod.Of(obj); ok {
 		p.deleting.Delete(m.UID)
+		p.rememberGone(m)
 	}
 }
 

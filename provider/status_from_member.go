@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -16,7 +15,6 @@ import (
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // memberPodChanged queues a status sync of the host pod a member pod
@@ -45,6 +43,7 @@ func (p *Provider) syncStatus(ctx context.Context, key string) (err error) {
 func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	t := p.target(ns)
+	why, gone := p.takeGone(key)
 	member, err := p.memberPods.Get(t.Namespace, name)
 	if apierrors.IsNotFound(err) || (err == nil && !p.ours(member)) {
 		member = nil
@@ -103,14 +102,22 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			p.seen.Delete(key)
 			return nil
 		}
+		if !gone || why.hostUID != host.UID {
+			// Not created yet, or its deletion event is still to come
+			// (rememberGone).
+			p.cfg.Metrics.statusUnchanged(key)
+			return nil
+		}
 		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
 			p.cfg.Metrics.statusUnchanged(key)
-			return nil // not created yet, or created before this process started
+			return nil // created before this process started
 		}
-		log.G(ctx).WithField("pod", key).Warn("member pod deleted out of band")
-		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventMemberPodDeleted,
-			"Pod %s/%s was deleted from member cluster %s outside of flotilla", t.Namespace, name, p.cfg.NodeName)
-		p.publish(host, DeletedStatus(host, p.cfg.NodeName, metav1.NewTime(p.cfg.Clock.Now())))
+		if err := p.memberPodRemoved(ctx, host, t.Namespace, why); err != nil {
+			// Tried again as it was seen this time.
+			p.seen.Store(key, host.UID)
+			p.gone.Store(key, why)
+			return err
+		}
 	}
 	return nil
 }

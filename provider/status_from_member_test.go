@@ -49,6 +49,7 @@ func TestSeenForgetsGonePods(t *testing.T) {
 			must(t, w.hostPodIndexer.Delete(host))
 			must(t, w.p.DeletePod(ctx, orphanView(memberpod.New(member))))
 			must(t, w.memberPodIndexer.Delete(member))
+			w.p.memberPodGone(member) // as the informer's handler
 			must(t, w.p.syncStatus(ctx, key))
 		case 1: // deleted gracefully
 			deleting := host.DeepCopy()
@@ -57,11 +58,13 @@ func TestSeenForgetsGonePods(t *testing.T) {
 			must(t, w.hostPodIndexer.Update(deleting))
 			must(t, w.p.DeletePod(ctx, deleting))
 			must(t, w.memberPodIndexer.Delete(member))
+			w.p.memberPodGone(member) // as the informer's handler
 			must(t, w.p.syncStatus(ctx, key))
 			must(t, w.hostPodIndexer.Delete(deleting))
 			must(t, w.p.syncStatus(ctx, key))
 		case 2: // member pod deleted out of band, then the failed host pod deleted
 			must(t, w.memberPodIndexer.Delete(member))
+			w.p.memberPodGone(member) // as the informer's handler
 			must(t, w.p.syncStatus(ctx, key))
 			must(t, w.hostPodIndexer.Delete(host))
 			must(t, w.p.syncStatus(ctx, key))
@@ -69,6 +72,9 @@ func TestSeenForgetsGonePods(t *testing.T) {
 	}
 	if n := syncMapLen(&w.p.seen); n != 0 {
 		t.Errorf("provider remembers %d of %d pods that are gone", n, pods)
+	}
+	if n := syncMapLen(&w.p.gone); n != 0 {
+		t.Errorf("provider keeps the deletion of %d of %d member pods", n, pods)
 	}
 }
 

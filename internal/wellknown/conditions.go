@@ -52,8 +52,9 @@ const (
 	// (as a kubelet fails a pod it cannot admit with OutOfcpu), so that the
 	// pod's controller creates a replacement elsewhere.
 	ReasonMemberUnschedulable = "MemberUnschedulable"
-	// ReasonMemberPodDeleted is the host pod's status reason after its member
-	// pod was deleted or evicted in the member by someone other than flotilla.
+	// ReasonMemberPodDeleted is the status reason of a host pod without a
+	// controller after its member pod was deleted or evicted in the member
+	// by someone other than flotilla (a pod with one is deleted instead).
 	ReasonMemberPodDeleted = "MemberPodDeleted"
 	// ReasonForwardFailed is the host pod's status reason when forwarding
 	// it failed for a reason that retrying cannot fix.
@@ -76,4 +77,12 @@ const (
 	// ReasonPodFailed explains Ready and ContainersReady False on a pod
 	// that failed.
 	ReasonPodFailed = "PodFailed"
+)
+
+// Kubernetes' reasons of a pod's DisruptionTarget condition that flotilla
+// reads on member pods.
+const (
+	// ReasonEvictionByEvictionAPI: the pod was evicted through the
+	// eviction API (kubectl drain, a descheduler).
+	ReasonEvictionByEvictionAPI = "EvictionByEvictionAPI"
 )

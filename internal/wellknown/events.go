@@ -79,8 +79,9 @@ const (
 	// applied to the pod (an overrider that does not fit it); it is not
 	// forwarded until they are fixed.
 	EventOverrideFailed = "OverrideFailed"
-	// EventMemberPodDeleted: the member pod was deleted or evicted in the
-	// member outside of flotilla; the pod fails with ReasonMemberPodDeleted.
+	// EventMemberPodDeleted: the member pod was deleted in the member
+	// outside of flotilla. A pod with a controller is deleted for it to
+	// replace; a bare pod fails with ReasonMemberPodDeleted.
 	EventMemberPodDeleted = "MemberPodDeleted"
 	// EventAdopted: a running member pod became this host pod's (see
 	// AdoptAnnotation).
@@ -98,6 +99,15 @@ const (
 	// reason; ReasonMemberUnschedulable, of the same value, is the status
 	// reason of a pod handed back.
 	EventMemberUnschedulable = "MemberUnschedulable"
+)
+
+// On host pods, by flotilla-node, when a member drains a node.
+const (
+	// EventMemberPodEvicted: the member pod was evicted in the member
+	// through the eviction API, as a drain there does. A pod with a
+	// controller is deleted for it to replace, as an eviction does in one
+	// cluster; a bare pod fails with ReasonMemberPodDeleted.
+	EventMemberPodEvicted = "MemberPodEvicted"
 )
 
 // On host claims, by flotilla-node.

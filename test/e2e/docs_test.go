@@ -47,6 +47,11 @@ var runElsewhere = map[string]string{
 	"make test": ".ci/run",
 	"go build -o /usr/local/bin/kubectl-flotilla ./cmd/kubectl-flotilla":                   "the e2e tests build cmd/kubectl-flotilla and run it as kubectl flotilla (fleet.BuildPlugin)",
 	"flotilla-node --cluster-name=beijing --member-kubeconfig=beijing.kubeconfig --remove": "TestRemoveMember (fleet.RemoveMember runs flotilla-node with --remove)",
+
+	// Drains: the tests drain only their own pods, so that other tests'
+	// pods on the same node stay where they are.
+	"kubectl drain beijing --ignore-daemonsets --delete-emptydir-data":                                                "TestHostDrainWithPDB",
+	"kubectl --kubeconfig=beijing.kubeconfig drain beijing-node-1 --ignore-daemonsets --delete-emptydir-data --force": "TestMemberDrainLeavesNoFailedPods",
 }
 
 // dryRunOnly are the commands run with --dry-run=server appended: really
