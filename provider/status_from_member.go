@@ -67,14 +67,14 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	if host == nil {
 		p.seen.Delete(key)
 		p.forgetHandBack(key)
-		p.cfg.Metrics.statusUnchanged(key)
+		p.nothingToWrite(key)
 		return nil
 	}
 	switch {
 	case member != nil:
 		p.seen.Store(key, host.UID)
 		if podstate.Terminal(host) {
-			p.cfg.Metrics.statusUnchanged(key)
+			p.nothingToWrite(key)
 			return nil
 		}
 		if host.DeletionTimestamp == nil {
@@ -84,7 +84,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		}
 		status, matters := statusWanted(host, member)
 		if !matters {
-			p.cfg.Metrics.statusUnchanged(key)
+			p.nothingToWrite(key)
 			return nil
 		}
 		p.publish(host, status)
@@ -92,11 +92,11 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		// The member pod is gone: like a kubelet whose containers have
 		// stopped, finish the deletion in the host right away.
 		p.seen.Delete(key)
-		p.cfg.Metrics.statusUnchanged(key)
+		p.nothingToWrite(key)
 		return p.deleteHostPod(ctx, host)
 	case podstate.Terminal(host):
 		p.seen.Delete(key)
-		p.cfg.Metrics.statusUnchanged(key)
+		p.nothingToWrite(key)
 	default:
 		if p.handedBack(key, host) {
 			p.seen.Delete(key)
@@ -105,11 +105,11 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 		if !gone || why.hostUID != host.UID {
 			// Not created yet, or its deletion event is still to come
 			// (rememberGone).
-			p.cfg.Metrics.statusUnchanged(key)
+			p.nothingToWrite(key)
 			return nil
 		}
 		if uid, ok := p.seen.LoadAndDelete(key); !ok || uid != host.UID {
-			p.cfg.Metrics.statusUnchanged(key)
+			p.nothingToWrite(key)
 			return nil // created before this process started
 		}
 		if err := p.memberPodRemoved(ctx, host, t.Namespace, why); err != nil {
@@ -146,4 +146,15 @@ func (p *Provider) deleteOrphan(ctx context.Context, m *memberpod.Pod) error {
 	}
 	log.G(ctx).WithField("pod", m.Namespace+"/"+m.Name).Info("deleted member pod whose host pod is gone")
 	return nil
+}
+
+// nothingToWrite stops the status clock of a host pod whose sync found
+// nothing to write, unless a write of its status is still under way: the
+// cache may show that write before its Update returns, and the sync this
+// queues as another writer's change would otherwise stop the clock the
+// write is about to read.
+func (p *Provider) nothingToWrite(key string) {
+	if !p.hostStatus.writing(key) {
+		p.cfg.Metrics.statusUnchanged(key)
+	}
 }

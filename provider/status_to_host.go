@@ -140,6 +140,14 @@ func (s *hostStatus) run(ctx context.Context, workers int) {
 	keyqueue.RunSynced(ctx, s.queue, nil, workers, s.write)
 }
 
+// writing reports whether a status for the host pod of key waits to be
+// written or is being written.
+func (s *hostStatus) writing(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending[key] != nil
+}
+
 // write writes the status asked for the host pod of key, unless the pod
 // has it already or is no longer the one it was asked for.
 func (s *hostStatus) write(ctx context.Context, key string) error {

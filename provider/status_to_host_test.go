@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -248,4 +250,52 @@ func TestNotReadyFromNodeControllerSetRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.eventually("host pod Ready again after the node controller marked it NotReady", ready)
+}
+
+// TestStatusClockRunsWhileWriting: the cache may show flotilla-node's own
+// status write before the write returns, and then passes it for another
+// writer's change; the status sync that queues finds nothing to write. It
+// must not stop the latency clock of the change being written, or the
+// write is never observed in flotilla_node_status_sync_duration_seconds.
+func TestStatusClockRunsWhileWriting(t *testing.T) {
+	s, w := newStatusServer(t)
+	m, err := NewMetrics(prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.env.cfg.Metrics = m
+	p := &Provider{hostStatus: w, env: w.env}
+	host := func() *corev1.Pod { obj, _, _ := s.cache.GetByKey("app/web"); return obj.(*corev1.Pod) }
+
+	m.memberPodChanged("app/web")
+	w.set(host(), running(corev1.ConditionTrue))
+	// The sync the cache's early view queued, while the write is pending.
+	p.nothingToWrite("app/web")
+	write(t, w)
+	if got := histogramSamples(t, m.statusLatency); got != 1 {
+		t.Fatalf("status latency observed %d times, want 1: the write's clock was stopped by a sync with nothing to write", got)
+	}
+	// With nothing pending, a sync with nothing to write stops the clock.
+	m.memberPodChanged("app/web")
+	p.nothingToWrite("app/web")
+	if _, ok := m.statusChanged.Load("app/web"); ok {
+		t.Error("a sync with nothing to write and no write pending left the clock running")
+	}
+}
+
+// histogramSamples is the number of observations of a histogram vector.
+func histogramSamples(t *testing.T, h *prometheus.HistogramVec) uint64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 8)
+	h.Collect(ch)
+	close(ch)
+	var n uint64
+	for metric := range ch {
+		var d dto.Metric
+		if err := metric.Write(&d); err != nil {
+			t.Fatal(err)
+		}
+		n += d.GetHistogram().GetSampleCount()
+	}
+	return n
 }
