@@ -276,6 +276,9 @@ func (k *Konnectivity) StartAgentAs(w *World, name string, s *Site, identifiers 
 		"--sync-interval=200ms",
 		"--sync-interval-cap=1s",
 		"--probe-interval=200ms",
+		// A link that died silently is noticed by the next ping (the
+		// chart's default; the server refuses pings more often).
+		"--keepalive-time=30s",
 	)
 	if err != nil {
 		return fmt.Errorf("konnectivity agent %s: %w", name, err)
