@@ -10,12 +10,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/poll"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -23,25 +23,8 @@ func hostClient() kubernetes.Interface { return env.World.Host().Client() }
 
 func memberClient(name string) kubernetes.Interface { return env.World.Member(name).Client() }
 
-// eventually polls cond until it returns true, failing the test with the
-// last message cond gave when the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, msg, err := cond(ctx)
-		if ctx.Err() != nil {
-			return false, nil // the deadline, not cond, failed: keep cond's last word
-		}
-		if msg != "" || err != nil {
-			last = msg
-		}
-		return ok, err
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
-}
+// eventually waits for cond; see poll.Until.
+var eventually = poll.Until
 
 // goDark stops member cluster name's apiserver. back starts it again; if
 // the test ends first, its cleanup does.

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"flotilla.io/flotilla/internal/wellknown"
+	"flotilla.io/flotilla/test/poll"
 	"flotilla.io/flotilla/test/testworld"
 )
 
@@ -151,25 +152,8 @@ func applyGuideClusterObjects(ctx context.Context) error {
 	return applyGuide(ctx, "", func(kind string) bool { return clusterScoped[kind] })
 }
 
-// eventually polls cond until it returns true, failing the test with the
-// last message cond gave when the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string, error)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		ok, msg, err := cond(ctx)
-		if ctx.Err() != nil {
-			return false, nil // the deadline, not cond, failed: keep cond's last word
-		}
-		if msg != "" || err != nil {
-			last = msg
-		}
-		return ok, err
-	})
-	if err != nil {
-		t.Fatalf("%s: %v (last: %s)", what, err, last)
-	}
-}
+// eventually waits for cond; see poll.Until.
+var eventually = poll.Until
 
 // throughout checks cond for the whole of d, failing the test the first
 // time it does not hold: what must not change while nothing else happens.
