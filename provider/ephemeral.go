@@ -12,10 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
-	"flotilla.io/flotilla/internal/podstate"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/translate"
@@ -107,18 +105,11 @@ func (p *Provider) addEphemeral(ctx context.Context, host, src *corev1.Pod, t tr
 // retryEphemeral adds again the ephemeral containers of a host pod whose
 // adding failed for a reason that may pass.
 func (p *Provider) retryEphemeral(ctx context.Context, key string) error {
-	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	host, err := p.hostPods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	host, err := p.liveHostPod(key)
+	if host == nil || err != nil {
 		return err
 	}
-	if host.DeletionTimestamp != nil || podstate.Terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
-		return nil
-	}
-	t := p.target(ns)
+	t := p.target(host.Namespace)
 	src, _, err := p.override(ctx, host)
 	if err != nil {
 		return err

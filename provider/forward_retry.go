@@ -25,16 +25,9 @@ func (p *Provider) retryForward(ctx context.Context, key string) (err error) {
 		span.SetStatus(err)
 		span.End()
 	}()
-	ns, name, _ := cache.SplitMetaNamespaceKey(key)
-	host, err := p.hostPods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
+	host, err := p.liveHostPod(key)
+	if host == nil || err != nil {
 		return err
-	}
-	if host.DeletionTimestamp != nil || podstate.Terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
-		return nil
 	}
 	held, err := p.forward(ctx, host.DeepCopy())
 	p.cfg.Metrics.created(p.cfg.NodeName, held, err)
@@ -53,4 +46,22 @@ func (p *Provider) forwardFailed(ctx context.Context, host *corev1.Pod, err erro
 	p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventForwardFailed,
 		"Forwarding to member cluster %s failed: %v", p.cfg.NodeName, err)
 	p.publish(host, ForwardFailedStatus(host, p.cfg.NodeName, err))
+}
+
+// liveHostPod returns the host pod of key from the cache, or nil when it is
+// gone, being deleted, finished or bound to another node: nothing more is
+// done for such a pod.
+func (p *Provider) liveHostPod(key string) (*corev1.Pod, error) {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	host, err := p.hostPods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if host.DeletionTimestamp != nil || podstate.Terminal(host) || host.Spec.NodeName != p.cfg.NodeName {
+		return nil, nil
+	}
+	return host, nil
 }
