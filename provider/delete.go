@@ -20,6 +20,9 @@ import (
 	"flotilla.io/flotilla/provider/translate"
 )
 
+// deleteHostPod deletes a host pod at once, as a kubelet finishes the
+// deletion of a pod whose containers stopped. The UID keeps the deletion
+// off a newer pod of the same name.
 func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 	err := kube.DeletePod(ctx, p.cfg.HostClient, host.Namespace, host.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
@@ -29,7 +32,7 @@ func (p *Provider) deleteHostPod(ctx context.Context, host *corev1.Pod) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("finish deletion of host pod %s/%s: %w", host.Namespace, host.Name, err)
+		return fmt.Errorf("delete host pod %s/%s: %w", host.Namespace, host.Name, err)
 	}
 	return nil
 }

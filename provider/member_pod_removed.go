@@ -9,12 +9,9 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
-	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -114,16 +111,8 @@ func (p *Provider) memberPodRemoved(ctx context.Context, host *corev1.Pod, membe
 		// it as ended.
 		p.publish(host, status)
 	}
-	// The UID keeps the deletion off a newer pod of the same name.
-	err := kube.DeletePod(ctx, p.cfg.HostClient, host.Namespace, host.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr.To[int64](0),
-		Preconditions:      metav1.NewUIDPreconditions(string(host.UID)),
-	})
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("delete host pod %s whose member pod is gone: %w", key, err)
+	if err := p.deleteHostPod(ctx, host); err != nil {
+		return err
 	}
 	log.G(ctx).WithField("pod", key).WithField("reason", why.reason).Info("member pod removed out of band: deleted the host pod")
 	p.cfg.Recorder.Eventf(host, eventType, reason, "%s; deleted for its %s to replace.", what, owner.Kind)
