@@ -124,8 +124,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
 			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildFrom(eligible, func(node string) fit.NodeUse {
-				// What this virtual node forwarded the host can preempt.
-				return fit.NodeUse{All: all[node], Preemptible: usage.ByPriority(node, keyOf(cfg.Owner()))}
+				// What this virtual node forwarded the host can preempt;
+				// the member's scheduler, any pod of lower priority.
+				return fit.NodeUse{All: all[node], Preemptible: usage.ByPriority(node, keyOf(cfg.Owner())), ByPriority: usage.AllByPriority(node)}
 			}, cfg.Grow).Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},

@@ -194,9 +194,10 @@ func TestBuildPublishesTheSlicesNodes(t *testing.T) {
 	}
 }
 
-// TestBuildPublishesPreemptibleRoom: the room a higher-priority pod can
-// make is what the pods this virtual node forwarded hold, not the
-// member's own pods, which the host cannot preempt.
+// TestBuildPublishesPreemptibleRoom: the room the host's preemption can
+// make for a higher-priority pod is what the pods this virtual node
+// forwarded hold; the member's own pods of lower priority add the room
+// only the member's scheduler can make.
 func TestBuildPublishesPreemptibleRoom(t *testing.T) {
 	cfg := Config{Name: "beijing", Installation: "host-1"}
 	snap := Snapshot{
@@ -221,5 +222,10 @@ func TestBuildPublishesPreemptibleRoom(t *testing.T) {
 	}
 	if v := c.Check(fit.DemandOf(builder.Pod("high").CPU("20").Priority("high", 1000).Obj())); v.Preempting {
 		t.Errorf("a 20-cpu pod fits by preempting: %+v, but preempting makes 17 cpu on bj-1, and the member's own pods on bj-2 are not the host's to preempt", v)
+	} else if !v.MemberPreempting {
+		t.Errorf("a 20-cpu pod: %+v, want it to fit by the member's scheduler preempting its own pods too", v)
+	}
+	if v := c.Check(fit.DemandOf(builder.Pod("high").CPU("20").Priority("low", 10).Obj())); v.MemberPreempting {
+		t.Errorf("a 20-cpu pod of the same priority as every pod there fits by preempting: %+v", v)
 	}
 }

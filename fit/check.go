@@ -108,6 +108,12 @@ type Verdict struct {
 	// member node if the host preempted pods of lower priority there:
 	// the host scheduler's preemption can make the room.
 	Preempting bool
+	// MemberPreempting is true when the pod does not fit now but would on
+	// one member node if the member's scheduler preempted pods of lower
+	// priority there, the member's own among them (Group.MemberPreempt):
+	// the host cannot preempt those, so only a pod bound to the cluster
+	// has that room made.
+	MemberPreempting bool
 }
 
 // want is a demand expressed in a model's dimensions.
@@ -168,7 +174,7 @@ func (c *Cluster) Check(d Demand) Verdict {
 	matched := false
 	var taint *corev1.Taint
 	largest := make([]int64, len(m.Resources))
-	tolerated, preempting := false, false
+	tolerated, preempting, memberPreempting := false, false, false
 	for i, g := range m.Groups {
 		ok, t := eligible(d, c.groups[i], g.Taints)
 		if !ok {
@@ -193,7 +199,8 @@ func (c *Cluster) Check(d Demand) Verdict {
 				return Verdict{Fits: true, Known: true}
 			}
 		}
-		preempting = preempting || (d.preempts && g.fitsPreempting(d.priority, w.v))
+		preempting = preempting || (d.preempts && fitsPreempting(g.Preempt, d.priority, w.v))
+		memberPreempting = memberPreempting || (d.preempts && fitsPreempting(g.MemberPreempt, d.priority, w.v))
 	}
 	if m.Omitted > 0 {
 		return Verdict{Fits: true, Reason: fmt.Sprintf("%d nodes are not in the model", m.Omitted)}
@@ -209,18 +216,19 @@ func (c *Cluster) Check(d Demand) Verdict {
 	case len(w.missing) > 0:
 		return Verdict{Known: true, Reason: "no node has " + joinNames(w.missing)}
 	}
-	return Verdict{Known: true, Reason: shortfall(m, w.v, largest), Preempting: preempting}
+	return Verdict{Known: true, Reason: shortfall(m, w.v, largest), Preempting: preempting, MemberPreempting: memberPreempting}
 }
 
-// fitsPreempting reports whether want fits a node of g once the
-// preemptible pods of priority below priority are gone.
-func (g *Group) fitsPreempting(priority int32, want []int64) bool {
+// fitsPreempting reports whether want fits a node of a group once the
+// pods of priority below priority that room (a group's Preempt or
+// MemberPreempt) counts are gone.
+func fitsPreempting(room []Preemptible, priority int32, want []int64) bool {
 	// The entries are lowest first: the last one below the pod's
 	// priority frees the most.
 	var best *Preemptible
-	for i := range g.Preempt {
-		if g.Preempt[i].Upto < priority {
-			best = &g.Preempt[i]
+	for i := range room {
+		if room[i].Upto < priority {
+			best = &room[i]
 		}
 	}
 	if best == nil {

@@ -206,6 +206,13 @@ func TestLargeClusterModelStaysSmall(t *testing.T) {
 	if withRoom > 2*size+2<<10 {
 		t.Errorf("with the room preempting makes, the model of 1,000 nodes is %d bytes, %d without", withRoom, size)
 	}
+	// Half of them the member's own: the room the member's scheduler
+	// makes at most triples it.
+	withOwn := len(BuildOf(nodes, pods, func(p *corev1.Pod) bool { return *p.Spec.Priority%200 == 0 }, nil).Encode())
+	t.Logf("with the room the member's scheduler makes too: %d bytes", withOwn)
+	if withOwn > 3*size+4<<10 {
+		t.Errorf("with the room preempting makes in the host and in the member, the model of 1,000 nodes is %d bytes, %d without", withOwn, size)
+	}
 	if len(m.Groups) != 6 {
 		t.Errorf("%d groups, want 6 (3 zones x 2 instance types; instance IDs are per node)", len(m.Groups))
 	}
@@ -280,10 +287,11 @@ func BenchmarkBuild(b *testing.B) {
 	}
 }
 
-// TestCheckPreempting: a pod that fits no node now fits by preempting
-// when the pods the virtual node forwarded with a lower priority hold
-// enough on one node; never by preempting its equals, the member's own
-// pods, or when its preemption policy is Never.
+// TestCheckPreempting: a pod that fits no node now fits by the host
+// preempting when the pods the virtual node forwarded with a lower
+// priority hold enough on one node, and by the member's scheduler
+// preempting when those and the member's own pods of lower priority do;
+// never by preempting its equals, or when its preemption policy is Never.
 func TestCheckPreempting(t *testing.T) {
 	two32 := []*corev1.Node{
 		builder.Node("a").Hostname().CPU("32").Memory("128Gi").Pods("110").Obj(),
@@ -298,25 +306,32 @@ func TestCheckPreempting(t *testing.T) {
 	}
 	full := []*corev1.Pod{low("a", "15", 10), low("a", "15", 10), low("b", "15", 10), low("b", "15", 10)}
 	mixed := []*corev1.Pod{low("a", "15", 10), low("a", "15", 500), low("b", "15", 500), low("b", "15", 500)}
+	owned := []*corev1.Pod{own("a", "30", 1), own("b", "30", 1)}
+	both := []*corev1.Pod{low("a", "15", 10), own("a", "15", 500), own("b", "15", 10), own("b", "15", 500)}
 	for name, tc := range map[string]struct {
-		pods       []*corev1.Pod
-		pod        *corev1.Pod
-		fits       bool
-		preempting bool
+		pods                   []*corev1.Pod
+		pod                    *corev1.Pod
+		fits                   bool
+		preempting, byTheirOwn bool
 	}{
-		"a higher priority preempts":               {full, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, true},
-		"an equal priority does not":               {full, builder.Pod("").CPU("15").Priority("low", 10).Obj(), false, false},
-		"no priority does not":                     {full, builder.Pod("").CPU("15").Obj(), false, false},
-		"preemption policy Never does not":         {full, builder.Pod("").CPU("15").Priority("high", 1000).NeverPreempt().Obj(), false, false},
-		"more than a node holds":                   {full, builder.Pod("").CPU("33").Priority("high", 1000).Obj(), false, false},
-		"a whole node":                             {full, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true},
-		"what fits outright fits":                  {full, builder.Pod("").CPU("2").Priority("high", 1000).Obj(), true, false},
-		"only the lower of two priorities goes":    {mixed, builder.Pod("").CPU("17").Priority("mid", 100).Obj(), false, true},
-		"not enough below the pod's priority":      {mixed, builder.Pod("").CPU("18").Priority("mid", 100).Obj(), false, false},
-		"above both, a whole node":                 {mixed, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true},
-		"the member's own pods are not the host's": {[]*corev1.Pod{own("a", "30", 1), own("b", "30", 1)}, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, false},
+		"a higher priority preempts":            {full, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, true, false},
+		"an equal priority does not":            {full, builder.Pod("").CPU("15").Priority("low", 10).Obj(), false, false, false},
+		"no priority does not":                  {full, builder.Pod("").CPU("15").Obj(), false, false, false},
+		"preemption policy Never does not":      {full, builder.Pod("").CPU("15").Priority("high", 1000).NeverPreempt().Obj(), false, false, false},
+		"more than a node holds":                {full, builder.Pod("").CPU("33").Priority("high", 1000).Obj(), false, false, false},
+		"a whole node":                          {full, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true, false},
+		"what fits outright fits":               {full, builder.Pod("").CPU("2").Priority("high", 1000).Obj(), true, false, false},
+		"only the lower of two priorities goes": {mixed, builder.Pod("").CPU("17").Priority("mid", 100).Obj(), false, true, false},
+		"not enough below the pod's priority":   {mixed, builder.Pod("").CPU("18").Priority("mid", 100).Obj(), false, false, false},
+		"above both, a whole node":              {mixed, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, true, false},
+		"the member's own pods, by the member":  {owned, builder.Pod("").CPU("15").Priority("high", 1000).Obj(), false, false, true},
+		"the member's own of an equal priority": {owned, builder.Pod("").CPU("15").Priority("one", 1).Obj(), false, false, false},
+		"the member's own, Never":               {owned, builder.Pod("").CPU("15").Priority("high", 1000).NeverPreempt().Obj(), false, false, false},
+		"the host's and the member's own":       {both, builder.Pod("").CPU("17").Priority("mid", 100).Obj(), false, true, true},
+		"the two together, by the member":       {both, builder.Pod("").CPU("32").Priority("high", 1000).Obj(), false, false, true},
+		"the member's own of a higher priority": {both, builder.Pod("").CPU("18").Priority("mid", 100).Obj(), false, false, false},
 		"room split over two nodes is no room": {[]*corev1.Pod{low("a", "20", 10), own("a", "10", 1000), low("b", "20", 10), own("b", "10", 1000)},
-			builder.Pod("").CPU("25").Priority("high", 1000).Obj(), false, false},
+			builder.Pod("").CPU("25").Priority("high", 1000).Obj(), false, false, false},
 	} {
 		t.Run(name, func(t *testing.T) {
 			back, err := Decode(BuildOf(two32, tc.pods, forwarded, nil).Encode())
@@ -324,8 +339,8 @@ func TestCheckPreempting(t *testing.T) {
 				t.Fatal(err)
 			}
 			v := NewClusterOf("beijing", nil, back).Check(DemandOf(tc.pod))
-			if v.Fits != tc.fits || v.Preempting != tc.preempting || !v.Known {
-				t.Errorf("got %+v, want fits=%v preempting=%v", v, tc.fits, tc.preempting)
+			if v.Fits != tc.fits || v.Preempting != tc.preempting || v.MemberPreempting != tc.byTheirOwn || !v.Known {
+				t.Errorf("got %+v, want fits=%v preempting=%v memberPreempting=%v", v, tc.fits, tc.preempting, tc.byTheirOwn)
 			}
 		})
 	}
@@ -356,8 +371,15 @@ func TestPreemptibleRoomStaysSmall(t *testing.T) {
 	if v := c.Check(DemandOf(builder.Pod("").CPU("17").Priority("", 1000).Obj())); v.Preempting {
 		t.Errorf("17 cpu by preempting: %+v, want more than the model tells", v)
 	}
+	if m.Groups[0].MemberPreempt != nil {
+		t.Errorf("with every pod forwarded, the room the member's scheduler makes is told apart: %+v", m.Groups[0].MemberPreempt)
+	}
 	old := `{"resources":["cpu","memory","pods"],"groups":[{"free":[{"n":1,"v":[1000,0,10]}],"largest":[1000,0,10]}]}`
 	if _, err := Decode(old); err != nil {
 		t.Errorf("a model without preemptible room: %v", err)
+	}
+	bad := `{"resources":["cpu","memory","pods"],"groups":[{"free":[{"n":1,"v":[1000,0,10]}],"largest":[1000,0,10],"memberPreempt":[{"upto":1,"free":[{"n":1,"v":[1]}]}]}]}`
+	if _, err := Decode(bad); err == nil {
+		t.Error("a model whose member's preemptible room lacks resources was read")
 	}
 }

@@ -21,10 +21,11 @@ const (
 	// MaxSlots is the most distinct free vectors a group holds.
 	MaxSlots = 32
 	// MaxPriorities is the most priorities a group tells preemptible room
-	// for, and MaxPreemptSlots the most free vectors it keeps for each:
-	// the room preempting makes at most doubles a model's size. The lowest
-	// priorities are kept, and the vectors rounded as Free's are, so a pod
-	// is told of less room than preempting would make, never more.
+	// for, in each of its two lists, and MaxPreemptSlots the most free
+	// vectors it keeps for each: the room preempting makes at most triples
+	// a model's size. The lowest priorities are kept, and the vectors
+	// rounded as Free's are, so a pod is told of less room than preempting
+	// would make, never more.
 	MaxPriorities   = 4
 	MaxPreemptSlots = 8
 )
@@ -62,13 +63,21 @@ type Group struct {
 	// virtual node forwarded to them, lowest first. Older models have
 	// none, and older readers ignore it.
 	Preempt []Preemptible `json:"preempt,omitempty"`
+	// MemberPreempt is what the nodes would have free if the member's
+	// scheduler preempted pods of low priority there, whoever made them:
+	// Preempt with the member's own pods counted too. Only a pod bound
+	// to the virtual node reaches that scheduler, so placement sends a
+	// pod there itself. It is left out where the member runs no pods of
+	// its own on the group's nodes (Preempt says it all); older models
+	// have none, and older readers ignore it.
+	MemberPreempt []Preemptible `json:"memberPreempt,omitempty"`
 }
 
-// Preemptible is the room a group's nodes would have if the pods the
-// virtual node forwarded there with priority Upto or lower were preempted:
-// the host scheduler can preempt them, as it sees them bound to the
-// virtual node. The member's own pods are not counted: the host cannot
-// see them, so it cannot preempt them.
+// Preemptible is the room a group's nodes would have if the pods with
+// priority Upto or lower were preempted there: in Group.Preempt those the
+// virtual node forwarded (the host scheduler sees them bound to the
+// virtual node, so it can preempt them), in Group.MemberPreempt every pod
+// (the member's scheduler sees them all).
 type Preemptible struct {
 	Upto int32  `json:"upto"`
 	Free []Slot `json:"free"`
@@ -121,7 +130,7 @@ func Decode(s string) (*Model, error) {
 		}
 	}
 	for _, g := range m.Groups {
-		for _, p := range g.Preempt {
+		for _, p := range slices.Concat(g.Preempt, g.MemberPreempt) {
 			for _, s := range p.Free {
 				if len(s.Free) != len(m.Resources) {
 					return nil, fmt.Errorf("decode fit model: a preemptible slot has %d resources, want %d", len(s.Free), len(m.Resources))
@@ -168,7 +177,8 @@ func Build(nodes []*corev1.Node, pods []*corev1.Pod, grow []NodeShape) *Model {
 
 // BuildOf is Build where forwarded, when not nil, tells the pods the
 // virtual node forwarded: what they hold, by priority, is room the host
-// can make by preempting them.
+// can make by preempting them, and what all pods hold, by priority, room
+// the member's scheduler can make.
 func BuildOf(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Pod) bool, grow []NodeShape) *Model {
 	on := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
@@ -186,19 +196,25 @@ func BuildOf(nodes []*corev1.Node, pods []*corev1.Pod, forwarded func(*corev1.Po
 	u := UsageOf(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !on[p.Spec.NodeName] }), group)
 	return BuildFrom(nodes, func(node string) NodeUse {
 		all, _ := u.Of(node, "")
-		return NodeUse{All: all, Preemptible: u.ByPriority(node, forwardedGroup)}
+		if forwarded == nil {
+			return NodeUse{All: all}
+		}
+		return NodeUse{All: all, Preemptible: u.ByPriority(node, forwardedGroup), ByPriority: u.AllByPriority(node)}
 	}, grow)
 }
 
 // forwardedGroup is BuildOf's group of the pods the virtual node forwarded.
 const forwardedGroup = "forwarded"
 
-// NodeUse is what the pods on a member node request: all of them, and by
+// NodeUse is what the pods on a member node request: all of them; by
 // priority, those the host can preempt (the pods the virtual node
-// forwarded).
+// forwarded); and by priority, all of them, which the member's scheduler
+// can preempt. Without ByPriority the model tells no room the member's
+// scheduler makes.
 type NodeUse struct {
 	All         Use
 	Preemptible map[int32]Use
+	ByPriority  map[int32]Use
 }
 
 // BuildFrom is Build given what the pods on each node request.
@@ -233,6 +249,7 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) NodeUse, grow []Node
 	left := make([][]int64, len(nodes))
 	free := make([][]int64, len(nodes))
 	preemptible := make([]map[int32]Use, len(nodes))
+	byPriority := make([]map[int32]Use, len(nodes))
 	for i, n := range nodes {
 		v := make([]int64, len(m.Resources))
 		for name, q := range n.Status.Allocatable {
@@ -244,7 +261,7 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) NodeUse, grow []Node
 				v[d] -= x
 			}
 		}
-		left[i], preemptible[i] = v, u.Preemptible
+		left[i], preemptible[i], byPriority[i] = v, u.Preemptible, u.ByPriority
 		free[i] = atLeastZero(v)
 	}
 
@@ -281,6 +298,9 @@ func BuildFrom(nodes []*corev1.Node, used func(node string) NodeUse, grow []Node
 		}
 		g.Free = slots(vectors, g.Largest, MaxSlots)
 		g.Preempt = preemptSlots(members[k], left, preemptible, index)
+		if holdsOwnPods(members[k], preemptible, byPriority) {
+			g.MemberPreempt = preemptSlots(members[k], left, byPriority, index)
+		}
 		m.Groups = append(m.Groups, *g)
 	}
 
@@ -300,8 +320,8 @@ func atLeastZero(v []int64) []int64 {
 
 // preemptSlots returns, for the nodes of one group (indexes into left and
 // preemptible), the room preempting would make: for each priority of the
-// preemptible pods on them, lowest first and at most MaxPriorities, the
-// nodes' free vectors if every preemptible pod of that priority or lower
+// pods preemptible counts on them, lowest first and at most MaxPriorities,
+// the nodes' free vectors if every such pod of that priority or lower
 // were gone.
 func preemptSlots(group []int, left [][]int64, preemptible []map[int32]Use, index map[corev1.ResourceName]int) []Preemptible {
 	var priorities []int32
@@ -341,6 +361,25 @@ func preemptSlots(group []int, left [][]int64, preemptible []map[int32]Use, inde
 		out = append(out, Preemptible{Upto: upto, Free: slots(vectors, largest, MaxPreemptSlots)})
 	}
 	return out
+}
+
+// holdsOwnPods reports whether, on the nodes of one group (indexes into
+// preemptible and all), pods run that the host cannot preempt: all counts
+// more pods than preemptible.
+func holdsOwnPods(group []int, preemptible, all []map[int32]Use) bool {
+	pods := func(byP map[int32]Use) int64 {
+		var n int64
+		for _, u := range byP {
+			n += u[corev1.ResourcePods]
+		}
+		return n
+	}
+	for _, i := range group {
+		if pods(all[i]) > pods(preemptible[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // shapes returns the shapes a growable cluster can add: those configured,

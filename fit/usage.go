@@ -37,8 +37,10 @@ func useOf(p *corev1.Pod) Use {
 //
 // Pods fall into groups (group, when not nil, names a pod's), and the sums
 // are also kept per group, so that a virtual node can tell the pods it
-// forwarded from the others on the same node, and per group and priority
-// for the pods of a named group (the room preempting them would make).
+// forwarded from the others on the same node; per group and priority for
+// the pods of a named group (the room the host preempting them would
+// make); and per priority for all pods (the room the member's scheduler
+// preempting them would make).
 //
 // It is safe for concurrent use.
 type Usage struct {
@@ -72,8 +74,9 @@ type nodeUse struct {
 	all    Use
 	groups map[string]Use
 	// byPriority holds the sums of the pods of each named group, by
-	// their priority.
-	byPriority map[string]map[int32]Use
+	// their priority, and allByPriority those of every pod.
+	byPriority    map[string]map[int32]Use
+	allByPriority map[int32]Use
 }
 
 // NewUsage returns an empty Usage; group, when not nil, names the group of
@@ -185,8 +188,24 @@ func (u *Usage) ByPriority(node, group string) map[int32]Use {
 	if n == nil || len(n.byPriority[group]) == 0 {
 		return nil
 	}
-	out := make(map[int32]Use, len(n.byPriority[group]))
-	for p, use := range n.byPriority[group] {
+	return cloneByPriority(n.byPriority[group])
+}
+
+// AllByPriority returns what every pod on node requests, by priority;
+// the caller's.
+func (u *Usage) AllByPriority(node string) map[int32]Use {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := u.nodes[node]
+	if n == nil || len(n.allByPriority) == 0 {
+		return nil
+	}
+	return cloneByPriority(n.allByPriority)
+}
+
+func cloneByPriority(byP map[int32]Use) map[int32]Use {
+	out := make(map[int32]Use, len(byP))
+	for p, use := range byP {
 		out[p] = maps.Clone(use)
 	}
 	return out
@@ -204,7 +223,7 @@ func (u *Usage) Len() int {
 func (u *Usage) add(node, group string, priority int32, use Use, sign int64) {
 	n := u.nodes[node]
 	if n == nil {
-		n = &nodeUse{all: Use{}, groups: map[string]Use{}, byPriority: map[string]map[int32]Use{}}
+		n = &nodeUse{all: Use{}, groups: map[string]Use{}, byPriority: map[string]map[int32]Use{}, allByPriority: map[int32]Use{}}
 		u.nodes[node] = n
 	}
 	if group != "" {
@@ -213,21 +232,12 @@ func (u *Usage) add(node, group string, priority int32, use Use, sign int64) {
 			byP = map[int32]Use{}
 			n.byPriority[group] = byP
 		}
-		p := byP[priority]
-		if p == nil {
-			p = Use{}
-			byP[priority] = p
-		}
-		for name, v := range use {
-			addTo(p, name, sign*v)
-		}
-		if p[corev1.ResourcePods] == 0 {
-			delete(byP, priority)
-		}
+		addAt(byP, priority, use, sign)
 		if len(byP) == 0 {
 			delete(n.byPriority, group)
 		}
 	}
+	addAt(n.allByPriority, priority, use, sign)
 	g := n.groups[group]
 	if g == nil {
 		g = Use{}
@@ -242,6 +252,22 @@ func (u *Usage) add(node, group string, priority int32, use Use, sign int64) {
 	}
 	if n.all[corev1.ResourcePods] == 0 {
 		delete(u.nodes, node)
+	}
+}
+
+// addAt adds sign times use to byP's sum at priority, forgetting it when
+// it falls to no pods.
+func addAt(byP map[int32]Use, priority int32, use Use, sign int64) {
+	p := byP[priority]
+	if p == nil {
+		p = Use{}
+		byP[priority] = p
+	}
+	for name, v := range use {
+		addTo(p, name, sign*v)
+	}
+	if p[corev1.ResourcePods] == 0 {
+		delete(byP, priority)
 	}
 }
 

@@ -66,6 +66,9 @@ func TestUsageFollowsPods(t *testing.T) {
 					t.Fatalf("step %d: use by priority of group %q on %q (-want +got):\n%s", step, g, n, d)
 				}
 			}
+			if d := cmp.Diff(want.AllByPriority(n), u.AllByPriority(n), cmpopts.EquateEmpty()); d != "" {
+				t.Fatalf("step %d: use by priority on %q (-want +got):\n%s", step, n, d)
+			}
 		}
 	}
 	for uid := range live {

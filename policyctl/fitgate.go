@@ -66,15 +66,23 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		}
 		return reconcile.Result{RequeueAfter: g.recheck}, nil
 	}
+	to := f.sendTo()
+	if to != "" && len(pod.Spec.SchedulingGates) > 1 {
+		// Another gate holds it too, and a gated pod cannot be bound:
+		// its removal brings the pod back here.
+		return reconcile.Result{RequeueAfter: g.recheck}, nil
+	}
 	next := pod.DeepCopy()
 	release(next, fits)
-	growing := len(f.fits) == 0 && len(f.preempting) == 0
-	if growing {
-		setAnnotation(next, wellknown.WaitingForNodeAnnotation, f.grow)
+	switch {
+	case to != "" && to == f.member:
+		setAnnotation(next, wellknown.PreemptingInAnnotation, to)
+	case to != "":
+		setAnnotation(next, wellknown.WaitingForNodeAnnotation, to)
 	}
-	if len(f.fits) == 0 && len(f.preempting) > 0 {
-		// The host scheduler preempts; until it has, its own message
-		// says where the pod waits, and this one why it was let go.
+	if len(f.fits) == 0 && (len(f.preempting) > 0 || f.member != "") {
+		// A scheduler preempts; until it has, its own message says
+		// where the pod waits, and this one why it was let go.
 		setAnnotation(next, wellknown.FitVerdictAnnotation, f.verdict())
 	}
 	if err := g.client.Update(ctx, next); err != nil {
@@ -87,22 +95,31 @@ func (g *fitGate) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventClusterFits, "Place", "can run in %s now", strings.Join(fits, ", "))
 		return reconcile.Result{}, nil
 	}
-	if !growing {
+	if to == "" {
 		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventClusterFits, "Place",
 			"can run in %s by preempting lower-priority pods; left to the host scheduler's preemption", strings.Join(fits, ", "))
 		return reconcile.Result{}, nil
 	}
-	// No node fits yet; cluster f.grow can add one. Its sum may be full,
-	// so bind as a scheduler would, for the pod to wait in the member
-	// where the autoscaler sees it.
+	// The sum of cluster to is full for the host scheduler: the member's
+	// own pods in the way, or a node yet to come. Bind as a scheduler
+	// would, for the member's scheduler to preempt, or for the pod to
+	// wait in the member where the autoscaler sees it.
 	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: next.Name, Namespace: next.Namespace, UID: next.UID},
-		Target: corev1.ObjectReference{Kind: "Node", Name: f.grow}}
+		Target: corev1.ObjectReference{Kind: "Node", Name: to}}
 	if err := g.client.SubResource("binding").Create(ctx, next, binding); err != nil && !apierrors.IsConflict(err) {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
-	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventWaitingForNode, "Place", "no node of any cluster fits it now; sent to %s, which can add a node for it: %s", f.grow, f.verdict())
+	if to == f.member {
+		g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventPreemptingInMember, "Place", preemptingInMessage, to, f.verdict())
+		return reconcile.Result{}, nil
+	}
+	g.recorder.Eventf(next, nil, corev1.EventTypeNormal, wellknown.EventWaitingForNode, "Place", "no node of any cluster fits it now; sent to %s, which can add a node for it: %s", to, f.verdict())
 	return reconcile.Result{}, nil
 }
+
+// preemptingInMessage is the message of the Event on a pod sent to a
+// cluster whose scheduler preempts for it: the cluster, then the verdict.
+const preemptingInMessage = "no cluster can run it now, nor by the host scheduler's preemption; sent to %s, whose scheduler can preempt lower-priority pods there for it: %s"
 
 // heldPods lists the pods the gate holds, for a virtual node's change.
 func (g *fitGate) heldPods(ctx context.Context) []reconcile.Request {
@@ -121,11 +138,16 @@ func (g *fitGate) heldPods(ctx context.Context) []reconcile.Request {
 // with them: a pod a member handed back (status reason
 // MemberUnschedulable) keeps its controller's next pods off that cluster
 // for a while; a pod that was kept off a cluster for that reason says
-// where it went once bound.
+// where it went once bound; a pod the webhook sent to a cluster whose
+// scheduler preempts for it says so once it exists.
 func (g *fitGate) observe(old, cur *corev1.Pod) {
 	if cur.Status.Phase == corev1.PodFailed && cur.Status.Reason == wellknown.ReasonMemberUnschedulable &&
 		(old == nil || old.Status.Reason != wellknown.ReasonMemberUnschedulable) && cur.Spec.NodeName != "" {
 		g.fitter.refusals.record(controllerUID(cur), cur.Spec.NodeName, cur.Status.Message)
+	}
+	if old == nil && sentAtCreation(cur) && (g.leading == nil || g.leading()) {
+		// Bound by the webhook, before it had a UID for an Event.
+		g.recorder.Eventf(cur, nil, corev1.EventTypeNormal, wellknown.EventPreemptingInMember, "Place", preemptingInMessage, cur.Spec.NodeName, cur.Annotations[wellknown.FitVerdictAnnotation])
 	}
 	if old != nil && old.Spec.NodeName == "" && cur.Spec.NodeName != "" && !podstate.Terminal(cur) && (g.leading == nil || g.leading()) {
 		// Bound: say which clusters were left out, and why, where the
@@ -138,6 +160,14 @@ func (g *fitGate) observe(old, cur *corev1.Pod) {
 			g.recorder.Eventf(cur, nil, corev1.EventTypeNormal, reason, "Place", "placed in %s; %s", cur.Spec.NodeName, v)
 		}
 	}
+}
+
+// sentAtCreation reports whether pod was bound when created to the
+// cluster whose scheduler preempts for it, and nothing has reported on it
+// since: a pod seen again on a restart has conditions by then.
+func sentAtCreation(pod *corev1.Pod) bool {
+	to := pod.Annotations[wellknown.PreemptingInAnnotation]
+	return to != "" && to == pod.Spec.NodeName && len(pod.Status.Conditions) == 0 && !podstate.Terminal(pod)
 }
 
 // gatedValue is the value of gatedIndex for a pod.

@@ -1,6 +1,7 @@
 package policyctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,6 +55,12 @@ type fitting struct {
 	// preempting are the clusters where the pod fits a member node once
 	// the host preempts lower-priority pods there, when none fits now.
 	preempting []string
+	// memberPreempting are the clusters where the pod fits a member node
+	// once the member's scheduler preempts lower-priority pods there, the
+	// member's own among them, when none fits now or by the host's
+	// preemption; member is the one placement sends the pod to.
+	memberPreempting []string
+	member           string
 	// grow is a cluster that can add a node for the pod, when none fits,
 	// even by preempting.
 	grow string
@@ -72,28 +79,43 @@ func (f fitting) verdict() string {
 			parts = append(parts, n.Name+": "+r)
 		}
 	}
-	if len(f.preempting) > 0 {
+	if n := len(f.preempting) + len(f.memberPreempting); n > 0 {
 		return fmt.Sprintf("%d/%d clusters can run this pod now, %d by preempting lower-priority pods: %s",
-			len(f.fits), len(f.candidates), len(f.preempting), strings.Join(parts, "; "))
+			len(f.fits), len(f.candidates), n, strings.Join(parts, "; "))
 	}
 	return fmt.Sprintf("%d/%d clusters can run this pod: %s", len(f.fits), len(f.candidates), strings.Join(parts, "; "))
 }
 
 // targets are the clusters the pod may go to: those it fits now; when
-// there are none, those it fits by preempting lower-priority pods (as a
-// single cluster's scheduler preempts at once, where a new node takes
-// minutes); when there are none of those either, the one that can add a
-// node for it.
+// there are none, those it fits by the host preempting lower-priority pods
+// (as a single cluster's scheduler preempts at once, where a new node
+// takes minutes); when there are none, the one whose own scheduler can
+// preempt for it; when there is none of those either, the one that can
+// add a node for it.
 func (f fitting) targets() []string {
 	switch {
 	case len(f.fits) > 0:
 		return f.fits
 	case len(f.preempting) > 0:
 		return f.preempting
+	case f.member != "":
+		return []string{f.member}
 	case f.grow != "":
 		return []string{f.grow}
 	}
 	return nil
+}
+
+// sendTo is the cluster placement binds the pod to itself, where the host
+// scheduler would not: the host's sum of a cluster leaves out what the
+// member's own pods hold, so it can neither see the room its scheduler
+// would make by preempting them (member), nor a node yet to be added
+// (grow). "" when the host scheduler places the pod.
+func (f fitting) sendTo() string {
+	if len(f.fits) > 0 || len(f.preempting) > 0 {
+		return ""
+	}
+	return cmp.Or(f.member, f.grow)
 }
 
 // evaluate asks every cluster the pod may go to whether it fits.
@@ -156,6 +178,9 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 		case v.Preempting:
 			out.preempting = append(out.preempting, n.Name)
 			out.why[n.Name] = v.Reason + "; fits in " + n.Name + " by preempting lower-priority pods"
+		case v.MemberPreempting:
+			out.memberPreempting = append(out.memberPreempting, n.Name)
+			out.why[n.Name] = v.Reason + "; fits in " + n.Name + " by its scheduler preempting lower-priority pods there"
 		default:
 			out.why[n.Name] = v.Reason
 			if c.CanGrow(d) {
@@ -175,6 +200,13 @@ func (f *fitter) evaluate(ctx context.Context, pod *corev1.Pod) (fitting, error)
 	slices.SortFunc(out.candidates, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	slices.Sort(out.fits)
 	slices.Sort(out.preempting)
+	slices.Sort(out.memberPreempting)
+	if len(out.fits) == 0 && len(out.preempting) == 0 && len(out.memberPreempting) > 0 {
+		// One cluster for all, as for growth below: the host scheduler
+		// does not place these pods, so nothing spreads a burst.
+		out.member = out.memberPreempting[0]
+		growable = nil
+	}
 	if len(out.fits) == 0 && len(out.preempting) == 0 && len(growable) > 0 {
 		// One cluster for all: an autoscaler adds nodes for the pods
 		// Pending in its own cluster, and a burst spread over several
@@ -290,14 +322,23 @@ func controllerUID(pod *corev1.Pod) types.UID {
 // pod's node constraints are moved into an annotation for the member and
 // replaced, in the host, by the clusters that fit. Where none fits now but
 // some fit by preempting lower-priority pods, the pod goes to those, for
-// the host scheduler to preempt there. Where none fits and no host node
-// could take the pod, it is held by a scheduling gate until one does.
+// the host scheduler to preempt there. Where only a cluster's own
+// scheduler can make room, by preempting the member's own pods, or only a
+// cluster that can add a node has room, the pod is bound to that cluster.
+// Where none fits and no host node could take the pod, it is held by a
+// scheduling gate until one does.
 func applyFit(pod *corev1.Pod, f fitting) bool {
 	if len(f.candidates) == 0 {
 		return false
 	}
 	fits := f.targets()
 	held := len(fits) == 0 && !f.hostNodes
+	to := f.sendTo()
+	if to != "" && len(pod.Spec.SchedulingGates) > 0 {
+		// A pod with scheduling gates cannot be bound: the fit gate
+		// holds it too, and binds it once the others are gone.
+		to, held = "", true
+	}
 	if len(f.why) > 0 && !held {
 		// A held pod gets it from the gate, with an Event, once it
 		// exists (an Event needs the pod's UID).
@@ -313,13 +354,19 @@ func applyFit(pod *corev1.Pod, f fitting) bool {
 		}
 	}
 	switch {
-	case len(f.fits) == 0 && len(f.preempting) == 0 && f.grow != "":
+	case to != "" && to == f.member:
+		// The host scheduler cannot see the pods in the way: the
+		// member's scheduler preempts them once the pod is there.
+		memberOnly(pod, fits)
+		pod.Spec.NodeName = to
+		setAnnotation(pod, wellknown.PreemptingInAnnotation, to)
+	case to != "":
 		// Its cluster is full: the host scheduler's sum would keep it
 		// out, but it must wait in the member, where the autoscaler
 		// sees it. Bound at creation, as a scheduler would bind it.
 		memberOnly(pod, fits)
-		pod.Spec.NodeName = f.grow
-		setAnnotation(pod, wellknown.WaitingForNodeAnnotation, f.grow)
+		pod.Spec.NodeName = to
+		setAnnotation(pod, wellknown.WaitingForNodeAnnotation, to)
 	case held:
 		memberOnly(pod, nil)
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: wellknown.FitGate})

@@ -18,6 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -73,7 +74,12 @@ func admit(t testing.TB, h *PodPlacer, pod *corev1.Pod) *corev1.Pod {
 }
 
 func fitWebhook(t testing.TB, objs ...client.Object) (*PodPlacer, *fitter) {
-	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).
+	return fitWebhookWith(t, interceptor.Funcs{}, objs...)
+}
+
+// fitWebhookWith is fitWebhook over a client whose calls funcs intercept.
+func fitWebhookWith(t testing.TB, funcs interceptor.Funcs, objs ...client.Object) (*PodPlacer, *fitter) {
+	c := fake.NewClientBuilder().WithScheme(testScheme(t)).WithObjects(objs...).WithInterceptorFuncs(funcs).
 		WithIndex(&corev1.Pod{}, nodeIndex, func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		WithIndex(&corev1.Pod{}, templateIndex, func(o client.Object) []string { return []string{o.GetAnnotations()[wellknown.TemplateAnnotation]} }).
 		WithIndex(&corev1.Pod{}, gatedIndex, gatedValue).
@@ -371,26 +377,27 @@ func filledBy(name string, priority int32, forwarded bool) *corev1.Node {
 
 // TestHighPriorityPodsGoWherePreemptingMakesRoom: with every node full, a
 // pod of high priority goes to the clusters where the host can preempt
-// lower-priority pods to make room on one node, saying so; a pod of equal
-// priority, one that never preempts, and one where only the member's own
-// pods hold the room wait in the host; a cluster with room now is
-// preferred to preempting.
+// lower-priority pods to make room on one node, saying so, rather than to
+// one where only the member's own pods hold the room; a pod of equal
+// priority and one that never preempts wait in the host; a cluster with
+// room now is preferred to preempting.
 func TestHighPriorityPodsGoWherePreemptingMakesRoom(t *testing.T) {
-	full := []client.Object{filledBy("beijing", 10, true), filledBy("hangzhou", 10, true), filledBy("shenzhen", 0, false)}
+	full := []client.Object{filledBy("beijing", 10, true), filledBy("hangzhou", 10, true), filledBy("shenzhen", 10, false)}
 	pod := func() *builder.PodWrapper {
 		return builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15")
 	}
 	h, _ := fitWebhook(t, full...)
 	got := admit(t, h, pod().Priority("high", 1000).Obj())
-	if gated(got) {
-		t.Fatalf("a pod that fits by preempting was held: %v", got.Annotations[wellknown.FitVerdictAnnotation])
+	if gated(got) || got.Spec.NodeName != "" {
+		t.Fatalf("a pod that fits by the host preempting was held (%v) or bound (%q): %v", gated(got), got.Spec.NodeName, got.Annotations[wellknown.FitVerdictAnnotation])
 	}
 	if b := hostCanBind(t, got, full); !slices.Equal(b, []string{"beijing", "hangzhou"}) {
 		t.Errorf("the host may bind it to %v, want beijing and hangzhou (shenzhen's room is its own pods')", b)
 	}
-	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.HasPrefix(v, "0/3 clusters can run this pod now, 2 by preempting lower-priority pods: ") ||
-		!strings.Contains(v, "beijing: no node with 15 cpu free (largest 2); fits in beijing by preempting lower-priority pods") {
-		t.Errorf("verdict %q does not say it fits beijing by preempting", v)
+	if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.HasPrefix(v, "0/3 clusters can run this pod now, 3 by preempting lower-priority pods: ") ||
+		!strings.Contains(v, "beijing: no node with 15 cpu free (largest 2); fits in beijing by preempting lower-priority pods;") ||
+		!strings.Contains(v, "shenzhen: no node with 15 cpu free (largest 2); fits in shenzhen by its scheduler preempting lower-priority pods there") {
+		t.Errorf("verdict %q does not say it fits beijing and hangzhou by the host preempting, and shenzhen by its scheduler preempting", v)
 	}
 	for name, p := range map[string]*corev1.Pod{
 		"an equal priority":        pod().Priority("low", 10).Obj(),
@@ -409,15 +416,15 @@ func TestHighPriorityPodsGoWherePreemptingMakesRoom(t *testing.T) {
 	}
 }
 
-// TestGateReleasesToPreempt: a high-priority pod held while only the
-// member's own pods filled beijing is released there once pods the host
-// can preempt hold the room, with an event saying so.
+// TestGateReleasesToPreempt: a high-priority pod held while the member's
+// own pods of a higher priority filled beijing is released there once
+// pods the host can preempt hold the room, with an event saying so.
 func TestGateReleasesToPreempt(t *testing.T) {
-	objs := []client.Object{filledBy("beijing", 10, false)}
+	objs := []client.Object{filledBy("beijing", 2000, false)}
 	h, f := fitWebhook(t, objs...)
 	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
 	if !gated(held) {
-		t.Fatal("not held while only the member's own pods hold the room")
+		t.Fatal("not held while only the member's own pods of a higher priority hold the room")
 	}
 	c := f.cache.(client.Client)
 	if err := c.Create(context.Background(), held); err != nil {
@@ -453,5 +460,150 @@ func TestGateReleasesToPreempt(t *testing.T) {
 		}
 	default:
 		t.Error("no event says the pod was released to preempt")
+	}
+}
+
+// TestPodsGoWhereTheMemberPreemptsItsOwn: where only the member's own pods
+// of lower priority hold the room, a high-priority pod is bound at once to
+// the first such cluster by name, for its scheduler to preempt them (the
+// host's cannot see them), saying so; not where the member's own pods are
+// of an equal or a higher priority, and not when it never preempts.
+func TestPodsGoWhereTheMemberPreemptsItsOwn(t *testing.T) {
+	objs := []client.Object{filledBy("beijing", 2000, false), filledBy("hangzhou", 10, false), filledBy("shenzhen", 10, false)}
+	pod := func() *builder.PodWrapper {
+		return builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15")
+	}
+	h, _ := fitWebhook(t, objs...)
+	for i := range 2 {
+		got := admit(t, h, pod().Priority("high", 1000).Obj())
+		if got.Spec.NodeName != "hangzhou" || got.Annotations[wellknown.PreemptingInAnnotation] != "hangzhou" || gated(got) {
+			t.Fatalf("pod %d: bound to %q (annotation %q, gated %v), want hangzhou, the first whose own pods are of lower priority",
+				i, got.Spec.NodeName, got.Annotations[wellknown.PreemptingInAnnotation], gated(got))
+		}
+		if b := hostCanBind(t, got, objs); !slices.Equal(b, []string{"hangzhou"}) {
+			t.Errorf("its constraints accept %v, want hangzhou alone", b)
+		}
+		if v := got.Annotations[wellknown.FitVerdictAnnotation]; !strings.HasPrefix(v, "0/3 clusters can run this pod now, 2 by preempting lower-priority pods: ") ||
+			!strings.Contains(v, "hangzhou: no node with 15 cpu free (largest 2); fits in hangzhou by its scheduler preempting lower-priority pods there") ||
+			!strings.Contains(v, "beijing: no node with 15 cpu free (largest 2)") {
+			t.Errorf("verdict %q", v)
+		}
+	}
+	for name, p := range map[string]*corev1.Pod{
+		"an equal priority":       pod().Priority("low", 10).Obj(),
+		"preemption policy Never": pod().Priority("high", 1000).NeverPreempt().Obj(),
+	} {
+		if got := admit(t, h, p); !gated(got) || got.Spec.NodeName != "" {
+			t.Errorf("%s: bound to %q (gated %v), want held", name, got.Spec.NodeName, gated(got))
+		}
+	}
+
+	// A pod another gate holds cannot be bound: the fit gate holds it too.
+	other := pod().Priority("high", 1000).Obj()
+	other.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/queue"}}
+	if got := admit(t, h, other); got.Spec.NodeName != "" || !gated(got) {
+		t.Errorf("a pod another gate holds: bound to %q (fit-gated %v), want held by both gates", got.Spec.NodeName, gated(got))
+	}
+
+	// Preempting in a member comes before waiting for a node.
+	grow := filledBy("growing", 10, true)
+	nodes := []*corev1.Node{builder.Node("g-1").CPU("64").Memory("128Gi").Pods("110").Obj()}
+	grow.Annotations[wellknown.FitModelAnnotation] = fit.Build(nodes, []*corev1.Pod{builder.Pod("").Node("g-1").CPU("60").Obj()}, []fit.NodeShape{}).Encode()
+	h, _ = fitWebhook(t, append(slices.Clone(objs), grow)...)
+	if got := admit(t, h, pod().Priority("high", 1000).Obj()); got.Spec.NodeName != "hangzhou" {
+		t.Errorf("with a cluster that can grow, bound to %q, want hangzhou", got.Spec.NodeName)
+	}
+}
+
+// TestGateSendsToPreemptInMember: a high-priority pod held while the
+// member's own pods of a higher priority filled beijing is bound there,
+// with an event saying its scheduler preempts for it, once the member's
+// own pods in the way are of a lower priority; the webhook's pod, bound at
+// creation, gets the event once it exists, and only then.
+func TestGateSendsToPreemptInMember(t *testing.T) {
+	var bound []string
+	funcs := interceptor.Funcs{SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj client.Object, b client.Object, _ ...client.SubResourceCreateOption) error {
+		if sub != "binding" {
+			return fmt.Errorf("create %s", sub)
+		}
+		bound = append(bound, b.(*corev1.Binding).Target.Name)
+		return nil
+	}}
+	objs := []client.Object{filledBy("beijing", 2000, false)}
+	h, f := fitWebhookWith(t, funcs, objs...)
+	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
+	if !gated(held) {
+		t.Fatal("not held while the member's own pods of a higher priority hold the room")
+	}
+	c := f.cache.(client.Client)
+	if err := c.Create(context.Background(), held); err != nil {
+		t.Fatal(err)
+	}
+	var cur corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "beijing"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = filledBy("beijing", 10, false).Annotations
+	if err := c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	// One another gate holds too waits for it.
+	queued := held.DeepCopy()
+	queued.Name, queued.ResourceVersion = "queued", ""
+	queued.Spec.SchedulingGates = append(queued.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: "example.com/queue"})
+	if err := c.Create(context.Background(), queued); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(queued)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(queued), queued); err != nil {
+		t.Fatal(err)
+	}
+	if !gated(queued) || len(bound) > 0 {
+		t.Fatalf("a pod another gate holds: fit-gated %v, bound to %v; want it left as it is", gated(queued), bound)
+	}
+
+	if _, err := g.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}); err != nil {
+		t.Fatal(err)
+	}
+	var released corev1.Pod
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(held), &released); err != nil {
+		t.Fatal(err)
+	}
+	if gated(&released) || !slices.Equal(bound, []string{"beijing"}) || released.Annotations[wellknown.PreemptingInAnnotation] != "beijing" {
+		t.Fatalf("gated %v, bound to %v, annotation %q: want bound to beijing", gated(&released), bound, released.Annotations[wellknown.PreemptingInAnnotation])
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, wellknown.EventPreemptingInMember) || !strings.Contains(e, "sent to beijing, whose scheduler can preempt lower-priority pods there for it") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event says the pod was sent to beijing's scheduler to preempt")
+	}
+
+	sent := admit(t, h, builder.Pod("urgent-2").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
+	if sent.Spec.NodeName != "beijing" {
+		t.Fatalf("bound to %q at creation, want beijing", sent.Spec.NodeName)
+	}
+	g.observe(nil, sent)
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, wellknown.EventPreemptingInMember) || !strings.Contains(e, "fits in beijing by its scheduler preempting") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event on the pod bound at creation")
+	}
+	// Seen again, on a restart, once flotilla-node reported on it.
+	sent.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	g.observe(nil, sent)
+	select {
+	case e := <-rec.Events:
+		t.Errorf("an event again on a pod seen again: %q", e)
+	default:
 	}
 }

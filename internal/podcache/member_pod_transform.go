@@ -181,7 +181,9 @@ func trimMemberSpec(s *corev1.PodSpec) {
 //   - its node, its phase and what it requests there (containers' and
 //     init containers' requests and restart policies, the pod's overhead
 //     and resources): what the fit model and the virtual node's
-//     allocatable count (fit.PodRequests).
+//     allocatable count (fit.PodRequests);
+//   - its priority: the fit model tells the room the member's scheduler
+//     would make by preempting it for a pod of higher priority.
 //
 // Its annotations, the rest of its spec and of its status are dropped.
 // The labels and the spec are shared with the pods that have the same
@@ -195,6 +197,8 @@ func foreignPod(pod *corev1.Pod) *memberpod.Pod {
 		Containers:     requestsOnly(s.Containers),
 		Overhead:       s.Overhead,
 		Resources:      s.Resources,
+		// A workload's pods share one priority, and so still one spec.
+		Priority: s.Priority,
 	}
 	internSpec(s)
 	return &memberpod.Pod{ObjectMeta: identityMeta(&pod.ObjectMeta), HostUID: uid,

@@ -1,4 +1,5 @@
-// This file tests what the member cache keeps of nodes.
+// This file tests what the member cache keeps of nodes and of the
+// member's own pods.
 
 package podcache
 
@@ -8,6 +9,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/utils/ptr"
+
+	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podcache/podcachetest"
 )
 
 // The virtual node and installation the tests' pods are forwarded by.
@@ -53,5 +59,38 @@ func TestMemberNodesKeepWhatTheVirtualNodeReads(t *testing.T) {
 	cordoned.Spec.Unschedulable = true
 	if c, _ := transform(cordoned); !c.(*corev1.Node).Spec.Unschedulable {
 		t.Error("a cordoned node is cached as schedulable")
+	}
+}
+
+// TestMemberOwnPodsKeepTheirPriority: a pod the member runs for itself
+// keeps, besides what it requests, its priority, which the fit model
+// counts for the member's scheduler's preemption; the pods of one
+// workload on one node still share one spec.
+func TestMemberOwnPodsKeepTheirPriority(t *testing.T) {
+	transform := MemberPodTransform(testInstallation)
+	var specs []*corev1.PodSpec
+	for i := range 2 {
+		p := podcachetest.NativePod(i)
+		p.Spec.NodeName = "n1"
+		p.Spec.Priority = ptr.To[int32](10)
+		requests := func(p *corev1.Pod) corev1.ResourceList {
+			return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		}
+		want := requests(p)
+		out, err := transform(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*memberpod.Pod)
+		if ptr.Deref(got.Spec.Priority, 0) != 10 {
+			t.Errorf("cached priority %v, want 10", got.Spec.Priority)
+		}
+		if d := cmp.Diff(want, requests(&corev1.Pod{Spec: *got.Spec})); d != "" {
+			t.Errorf("requests (-pod +cached):\n%s", d)
+		}
+		specs = append(specs, got.Spec)
+	}
+	if specs[0] != specs[1] {
+		t.Error("two pods of a workload on one node keep two specs")
 	}
 }

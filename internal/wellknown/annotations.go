@@ -114,3 +114,12 @@ const (
 	// second run resumes.
 	ReleasedFromAnnotation = Prefix + "released-from"
 )
+
+// Preemption by a member's scheduler, on host pods, by flotilla-policy.
+const (
+	// PreemptingInAnnotation on a host pod names the cluster placement
+	// sent it to because that cluster's scheduler can make room for it by
+	// preempting lower-priority pods there, the member's own among them,
+	// which the host scheduler cannot see and so cannot preempt.
+	PreemptingInAnnotation = Prefix + "preempting-in"
+)

@@ -169,3 +169,11 @@ const (
 	// one node stands behind it.
 	ReasonNodeDebugRefused = "NodeDebugRefused"
 )
+
+// Preemption by a member's scheduler, on host pods, by flotilla-policy.
+const (
+	// EventPreemptingInMember: no cluster can run the pod now, nor by the
+	// host scheduler's preemption; it was sent to a cluster whose own
+	// scheduler can preempt lower-priority pods there for it.
+	EventPreemptingInMember = "PreemptingInMember"
+)

@@ -1,8 +1,9 @@
 // This file tests priority and preemption across clusters: the host
 // scheduler preempts lower-priority pods on a virtual node for a pod of
 // higher priority, the victims' member pods go, and no member node ever
-// holds more than it has; the PriorityClasses pods name follow them into
-// their members.
+// holds more than it has; where the member's own pods are in the way, the
+// member's scheduler preempts them; the PriorityClasses pods name follow
+// them into their members.
 
 package e2e
 
@@ -263,5 +264,107 @@ func TestPriorityClassFollowsPod(t *testing.T) {
 			return false, err.Error(), nil
 		}
 		return len(msgs) > 0 && strings.Contains(msgs[0], "value 5, the host's has 50"), fmt.Sprint(msgs), nil
+	})
+}
+
+// TestHighPriorityPodPreemptsMemberPods: shenzhen's two 32-cpu nodes each
+// run two 15-cpu pods of the member's own, of a class of value 10 made in
+// the member, which the host cannot see and so cannot preempt. A 15-cpu
+// pod of a host class of value 1000 that only shenzhen may run is sent
+// there and runs within a minute: the member's scheduler preempts one of
+// the member's pods for it, at no moment does a member node hold more
+// than it has, and the pod's events say where it was sent and why.
+func TestHighPriorityPodPreemptsMemberPods(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	const cluster = "shenzhen"
+	low, high := "e2e-own-"+ns[len(ns)-5:], "e2e-high-"+ns[len(ns)-5:]
+	priorityClass(t, high, 1000)
+	mc := memberClient(cluster)
+	create(t, mc.SchedulingV1().PriorityClasses().Create, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: low}, Value: 10})
+	t.Cleanup(func() {
+		_ = mc.SchedulingV1().PriorityClasses().Delete(context.Background(), low, metav1.DeleteOptions{})
+	})
+	// An earlier test's pods may still be leaving.
+	waitHolds(t, cluster, "15", 4)
+	stop := overfill(t, cluster)
+	defer func() {
+		if seen := stop(); len(seen) > 0 {
+			t.Errorf("member nodes held more than they have: %s", strings.Join(seen, "; "))
+		}
+	}()
+
+	// The member's own workload, placed by the member's scheduler.
+	own := "own-" + ns[len(ns)-5:]
+	memberNamespace(t, mc, own)
+	for i := range 4 {
+		create(t, mc.CoreV1().Pods(own).Create, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprint("batch-", i), Namespace: own},
+			Spec: corev1.PodSpec{PriorityClassName: low, TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers: []corev1.Container{{Name: "main", Image: "batch:1", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("15")}}}}},
+		})
+	}
+	running := func(ctx context.Context) ([]string, error) {
+		pods, err := mc.CoreV1().Pods(own).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+				out = append(out, p.Name+" on "+p.Spec.NodeName)
+			}
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	eventually(t, time.Minute, "the member's four pods running", func(ctx context.Context) (bool, string, error) {
+		r, err := running(ctx)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return len(r) == 4, fmt.Sprint(r), nil
+	})
+	// The member's pods are counted with their priority: a pod of the
+	// same priority preempts none of them.
+	waitModel(t, cluster, "no node with room for 15 cpu, but by the member's scheduler preempting pods of priority 10", func(fc *fit.Cluster) bool {
+		check := func(priority int32) fit.Verdict {
+			return fc.Check(fit.DemandOf(&corev1.Pod{Spec: corev1.PodSpec{Priority: ptr.To(priority),
+				Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: mustQuantity("15")}}}}}}))
+		}
+		v, equal := check(1000), check(10)
+		return !v.Fits && !v.Preempting && v.MemberPreempting && !equal.MemberPreempting
+	})
+
+	started := time.Now()
+	create(t, hostClient().CoreV1().Pods(ns).Create, inClusters(ns, "urgent", high, "15", cluster))
+	host, member := runningOn(t, ns, "class="+high, time.Minute)
+	t.Logf("the high-priority pod runs in %s on %s %s after it was created", host.Spec.NodeName, member.Spec.NodeName, time.Since(started).Round(time.Millisecond))
+	if got := ptr.Deref(member.Spec.Priority, 0); got != 1000 {
+		t.Errorf("its member pod has priority %d, want 1000 (the class copied from the host)", got)
+	}
+	if got := host.Annotations[wellknown.PreemptingInAnnotation]; got != cluster {
+		t.Errorf("annotation %s = %q, want %s", wellknown.PreemptingInAnnotation, got, cluster)
+	}
+
+	// One of the member's pods is gone, preempted by the member's scheduler.
+	r, err := running(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r) != 3 {
+		t.Errorf("the member's pods running: %v, want three of the four", r)
+	}
+	eventually(t, 30*time.Second, "a Preempted event on one of the member's pods, and the sending on the host pod", func(ctx context.Context) (bool, string, error) {
+		evs, err := mc.CoreV1().Events(own).List(ctx, metav1.ListOptions{FieldSelector: "reason=Preempted"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		sent, err := eventsOf(ctx, ns, "urgent", wellknown.EventPreemptingInMember)
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return len(evs.Items) > 0 && len(sent) > 0 && strings.Contains(sent[0], "sent to "+cluster), fmt.Sprintf("%d Preempted in the member; %q", len(evs.Items), sent), nil
 	})
 }
