@@ -178,11 +178,7 @@ func installKueueCRDs(ctx context.Context, host *Cluster, dir string) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("kueue CRDs: none in %s (%v)", dir, err)
 	}
-	c, err := apiextensionsclient.NewForConfig(host.RESTConfig())
-	if err != nil {
-		return fmt.Errorf("kueue CRDs: %w", err)
-	}
-	var names []string
+	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -195,14 +191,26 @@ func installKueueCRDs(ctx context.Context, host *Cluster, dir string) error {
 		if crd.Kind != "CustomResourceDefinition" {
 			continue // kustomization.yaml and the like
 		}
-		if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		crds = append(crds, crd)
+	}
+	return host.InstallCRDs(ctx, crds)
+}
+
+// InstallCRDs creates crds in the cluster (those that exist are kept) and
+// waits until every one is established, so that its objects can be made.
+func (c *Cluster) InstallCRDs(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	client, err := apiextensionsclient.NewForConfig(c.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("install CRDs: %w", err)
+	}
+	for _, crd := range crds {
+		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
-		names = append(names, crd.Name)
 	}
-	for _, name := range names {
+	for _, crd := range crds {
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			got, err := c.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+			got, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, nil
 			}
@@ -214,7 +222,7 @@ func installKueueCRDs(ctx context.Context, host *Cluster, dir string) error {
 			return false, nil
 		})
 		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", name, err)
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
 		}
 	}
 	return nil
