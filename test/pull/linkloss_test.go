@@ -180,42 +180,44 @@ func (f fleetPods) memberUIDs() []types.UID {
 	return uids
 }
 
-// waitSettled waits until the Deployment app in every member settles
-// (see settled), and returns how long each took.
+// waitSettled waits until the pods of every Deployment in apps (by app
+// label, the member its pods are bound to) settle (see settled), and
+// returns how long each took.
 func waitSettled(t *testing.T, ns string, apps map[string]string, replicas int, timeout time.Duration) map[string]time.Duration {
 	t.Helper()
 	start := time.Now()
 	took := map[string]time.Duration{}
 	poll(t, timeout, "every pod Ready in the host and running once in its member", func(ctx context.Context) (bool, string) {
 		var waiting []string
-		for member, app := range apps {
-			if _, ok := took[member]; ok {
+		for app, member := range apps {
+			if _, ok := took[app]; ok {
 				continue
 			}
 			f, err := podsOf(ctx, ns, app, member)
 			if err != nil {
-				waiting = append(waiting, member+": "+err.Error())
+				waiting = append(waiting, app+": "+err.Error())
 				continue
 			}
 			if ok, why := f.settled(member, replicas); !ok {
-				waiting = append(waiting, member+": "+why)
+				waiting = append(waiting, app+": "+why)
 				continue
 			}
-			took[member] = time.Since(start)
+			took[app] = time.Since(start)
 		}
 		return len(waiting) == 0, strings.Join(waiting, "; ")
 	})
 	return took
 }
 
-// waitUnreachable waits until the host's node controller has found every
-// member's virtual node unreachable (Ready Unknown) and cond holds for
-// each member's pods.
-func waitUnreachable(t *testing.T, ns string, apps map[string]string, what string, cond func(host []corev1.Pod) bool) {
+// waitUnreachable waits until the host's node controller has found the
+// virtual nodes of the Deployments in apps (by app label, the member its
+// pods are bound to) unreachable (Ready Unknown) and cond holds for each
+// Deployment's host pods.
+func waitUnreachable(t *testing.T, ns string, apps map[string]string, what string, cond func(app string, host []corev1.Pod) bool) {
 	t.Helper()
 	poll(t, 3*time.Minute, "the host's node controller finds the virtual nodes unreachable and "+what, func(ctx context.Context) (bool, string) {
 		var waiting []string
-		for member, app := range apps {
+		for app, member := range apps {
 			n, err := env.World.Host().Client().CoreV1().Nodes().Get(ctx, member, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -228,8 +230,8 @@ func waitUnreachable(t *testing.T, ns string, apps map[string]string, what strin
 			if err != nil {
 				return false, err.Error()
 			}
-			if !cond(h.Items) {
-				waiting = append(waiting, member+" pods not yet "+what)
+			if !cond(app, h.Items) {
+				waiting = append(waiting, app+" pods not yet "+what)
 			}
 		}
 		return len(waiting) == 0, strings.Join(waiting, "; ")
@@ -255,43 +257,41 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 // pods that were never evicted run on untouched.
 func TestLinkComesBack(t *testing.T) {
 	cuttableLinks(t)
-	members := []string{near, far}
 
 	t.Run("shorter than the tolerations", func(t *testing.T) {
 		ctx := t.Context()
 		host := env.World.Host().Client()
 		ns := namespace(t, "link-back")
-		apps := map[string]string{}
+		apps := map[string]string{"app-" + near: near, "app-" + far: far}
 		before := map[string][]types.UID{}
-		for _, m := range members {
-			apps[m] = "app-" + m
-			if _, err := host.AppsV1().Deployments(ns).Create(ctx, boundDeployment(apps[m], m, 2), metav1.CreateOptions{}); err != nil {
+		for app, m := range apps {
+			if _, err := host.AppsV1().Deployments(ns).Create(ctx, boundDeployment(app, m, 2), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		waitSettled(t, ns, apps, 2, 2*time.Minute)
-		for _, m := range members {
-			f, err := podsOf(ctx, ns, apps[m], m)
+		for app, m := range apps {
+			f, err := podsOf(ctx, ns, app, m)
 			if err != nil {
 				t.Fatal(err)
 			}
-			before[m] = f.memberUIDs()
+			before[app] = f.memberUIDs()
 		}
 
-		heal := cutLinks(t, members...)
+		heal := cutLinks(t, near, far)
 		cut := time.Now()
 		// The host goes on binding pods to the virtual nodes until it
 		// finds them unreachable: these are bound while flotilla-node
 		// cannot see them.
-		for _, m := range members {
-			if _, err := host.AppsV1().Deployments(ns).Patch(ctx, apps[m], types.MergePatchType,
+		for app := range apps {
+			if _, err := host.AppsV1().Deployments(ns).Patch(ctx, app, types.MergePatchType,
 				[]byte(`{"spec":{"replicas":4}}`), metav1.PatchOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		poll(t, time.Minute, "the pods of the scale-up bound to the cut-off virtual nodes", func(ctx context.Context) (bool, string) {
-			for _, m := range members {
-				h, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + apps[m]})
+			for app, m := range apps {
+				h, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
 				if err != nil {
 					return false, err.Error()
 				}
@@ -301,109 +301,136 @@ func TestLinkComesBack(t *testing.T) {
 			}
 			return true, ""
 		})
-		waitUnreachable(t, ns, apps, "NotReady", func(pods []corev1.Pod) bool {
-			return !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return podstate.Ready(&p) })
-		})
+		waitUnreachable(t, ns, apps, "NotReady", func(_ string, pods []corev1.Pod) bool { return noneReady(pods) })
 		t.Logf("the host marked the pods NotReady %s into the cut", time.Since(cut).Round(time.Second))
 
 		heal()
 		healed := time.Now()
 		took := waitSettled(t, ns, apps, 4, 2*time.Minute)
 		t.Logf("link down for %s; after it came back every pod was Ready and running once in: %s %s, %s %s",
-			healed.Sub(cut).Round(time.Second), near, took[near].Round(100*time.Millisecond), far, took[far].Round(100*time.Millisecond))
-		for _, m := range members {
-			f, err := podsOf(ctx, ns, apps[m], m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, uid := range before[m] {
-				i := slices.IndexFunc(f.member, func(p corev1.Pod) bool { return p.UID == uid })
-				if i < 0 {
-					t.Errorf("%s: member pod %s was replaced", m, uid)
-				} else if n := restarts(&f.member[i]); n != 0 {
-					t.Errorf("%s: member pod %s restarted %d times", m, f.member[i].Name, n)
-				}
-			}
+			healed.Sub(cut).Round(time.Second), near, took["app-"+near].Round(100*time.Millisecond), far, took["app-"+far].Round(100*time.Millisecond))
+		for app, m := range apps {
+			checkUntouched(t, ns, app, m, before[app])
 		}
 		checkRecovery(t, took)
 	})
 
 	// The host evicts only while some of its nodes are Ready: with all of
 	// them unreachable at once, its node controller takes the fault for
-	// its own and evicts nothing. far alone loses its link here.
+	// its own and evicts nothing. Each member loses its link alone here.
 	t.Run("longer than the tolerations", func(t *testing.T) {
-		ctx := t.Context()
-		host := env.World.Host().Client()
-		ns := namespace(t, "link-evicted")
-		members := []string{far}
-		apps := map[string]string{}
-		before := map[string][]types.UID{}
-		// Ten seconds of an unreachable node, then the host evicts.
+		for _, m := range []string{far, near} {
+			t.Run(m, func(t *testing.T) { cutPastTolerations(t, m) })
+		}
+	})
+}
+
+// cutPastTolerations cuts member's link alone until the host has evicted
+// the pods of a Deployment that tolerate an unreachable node for 10 s and
+// marked NotReady those of one that tolerate it longer than the cut. After
+// the link heals, every host pod is Ready and runs once in the member: the
+// evicted pods' member copies are gone, their replacements run, and the
+// member pods of the others run on untouched.
+func cutPastTolerations(t *testing.T, member string) {
+	ctx := t.Context()
+	host := env.World.Host().Client()
+	ns := namespace(t, "link-evicted-"+member)
+	evictedApp, keptApp := "evicted-"+member, "kept-"+member
+	apps := map[string]string{evictedApp: member, keptApp: member}
+	for app, seconds := range map[string]int64{evictedApp: 10, keptApp: 600} {
 		var tolerations []corev1.Toleration
 		for _, key := range []string{corev1.TaintNodeUnreachable, corev1.TaintNodeNotReady} {
 			tolerations = append(tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
-				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](10)})
+				Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(seconds)})
 		}
-		for _, m := range members {
-			apps[m] = "evicted-" + m
-			if _, err := host.AppsV1().Deployments(ns).Create(ctx, boundDeployment(apps[m], m, 2, tolerations...), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+		if _, err := host.AppsV1().Deployments(ns).Create(ctx, boundDeployment(app, member, 2, tolerations...), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
-		waitSettled(t, ns, apps, 2, 2*time.Minute)
-		evicted := sets.New[types.UID]()
-		for _, m := range members {
-			f, err := podsOf(ctx, ns, apps[m], m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			before[m] = f.memberUIDs()
+	}
+	waitSettled(t, ns, apps, 2, 2*time.Minute)
+	before := map[string][]types.UID{}
+	evicted := sets.New[types.UID]()
+	for app := range apps {
+		f, err := podsOf(ctx, ns, app, member)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[app] = f.memberUIDs()
+		if app == evictedApp {
 			for _, p := range f.host {
 				evicted.Insert(p.UID)
 			}
 		}
+	}
 
-		heal := cutLinks(t, members...)
-		cut := time.Now()
-		// Evicted pods stay Terminating in the host until the node
-		// confirms their end, as with a kubelet; the Deployment's
-		// replacements wait for a node that is reachable again.
-		waitUnreachable(t, ns, apps, "evicted", func(pods []corev1.Pod) bool {
-			return !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return evicted.Has(p.UID) && p.DeletionTimestamp == nil })
-		})
-		t.Logf("the host evicted the pods %s into the cut", time.Since(cut).Round(time.Second))
-
-		heal()
-		healed := time.Now()
-		took := waitSettled(t, ns, apps, 2, 2*time.Minute)
-		t.Logf("link down for %s; after it came back the evicted pods were gone and their replacements Ready and running once in %s %s",
-			healed.Sub(cut).Round(time.Second), far, took[far].Round(100*time.Millisecond))
-		for _, m := range members {
-			f, err := podsOf(ctx, ns, apps[m], m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range f.member {
-				if slices.Contains(before[m], p.UID) {
-					t.Errorf("%s: member pod %s of an evicted host pod is still there", m, p.Name)
-				}
-			}
+	heal := cutLinks(t, member)
+	cut := time.Now()
+	// The evicted pods (grace period 0) leave the host at once, while
+	// flotilla-node cannot see it: it learns of their end only as it
+	// lists the host's pods again. The Deployment's replacements wait for
+	// the node to be reachable again.
+	waitUnreachable(t, ns, apps, "evicted or NotReady", func(app string, pods []corev1.Pod) bool {
+		if app == keptApp {
+			return noneReady(pods)
 		}
-		checkRecovery(t, took)
+		return !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return evicted.Has(p.UID) && p.DeletionTimestamp == nil })
 	})
+	t.Logf("the host evicted the pods %s into the cut", time.Since(cut).Round(time.Second))
+
+	heal()
+	healed := time.Now()
+	took := waitSettled(t, ns, apps, 2, 2*time.Minute)
+	t.Logf("link of %s down for %s; after it came back the evicted pods were gone and every pod Ready and running once in %s (replacements %s, the others %s)",
+		member, healed.Sub(cut).Round(time.Second), max(took[evictedApp], took[keptApp]).Round(100*time.Millisecond),
+		took[evictedApp].Round(100*time.Millisecond), took[keptApp].Round(100*time.Millisecond))
+	f, err := podsOf(ctx, ns, evictedApp, member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range f.member {
+		if slices.Contains(before[evictedApp], p.UID) {
+			t.Errorf("%s: member pod %s of an evicted host pod is still there", member, p.Name)
+		}
+	}
+	checkUntouched(t, ns, keptApp, member, before[keptApp])
+	checkRecovery(t, took)
+}
+
+// noneReady reports whether none of pods is Ready.
+func noneReady(pods []corev1.Pod) bool {
+	return !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return podstate.Ready(&p) })
+}
+
+// checkUntouched fails the test unless each of the member pods uids of
+// Deployment app still runs in member, never restarted.
+func checkUntouched(t *testing.T, ns, app, member string, uids []types.UID) {
+	t.Helper()
+	f, err := podsOf(t.Context(), ns, app, member)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range uids {
+		i := slices.IndexFunc(f.member, func(p corev1.Pod) bool { return p.UID == uid })
+		if i < 0 {
+			t.Errorf("%s: member pod %s was replaced", member, uid)
+		} else if n := restarts(&f.member[i]); n != 0 {
+			t.Errorf("%s: member pod %s restarted %d times", member, f.member[i].Name, n)
+		}
+	}
 }
 
 // recoveryTarget is how soon after a link comes back docs/operations.md
 // says every pod's status is true again.
 const recoveryTarget = 10 * time.Second
 
-// checkRecovery fails the test if a member took longer than the stated
-// recovery time, with a margin for a test world that shares its machine.
+// checkRecovery fails the test if a Deployment's pods (took, by app
+// label) took longer than the stated recovery time to settle, with a
+// margin for a test world that shares its machine.
 func checkRecovery(t *testing.T, took map[string]time.Duration) {
 	t.Helper()
-	for m, d := range took {
+	for app, d := range took {
 		if d > 2*recoveryTarget {
-			t.Errorf("%s took %s to recover after its link came back; the documented time is %s", m, d.Round(100*time.Millisecond), recoveryTarget)
+			t.Errorf("%s took %s to recover after the link came back; the documented time is %s", app, d.Round(100*time.Millisecond), recoveryTarget)
 		}
 	}
 }
