@@ -313,6 +313,23 @@ func TestLinkComesBack(t *testing.T) {
 			checkUntouched(t, ns, app, m, before[app])
 		}
 		checkRecovery(t, took)
+
+		// kubectl logs to the pull member goes through its Konnectivity
+		// agent, whose connection died silently with the link: the agent
+		// must notice and dial again (its keepalive), or the tunnel stays
+		// dead long after everything else came back.
+		pods, err := host.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=app-" + far})
+		if err != nil || len(pods.Items) == 0 {
+			t.Fatalf("pods of app-%s: %v (%d)", far, err, len(pods.Items))
+		}
+		poll(t, time.Minute, "kubectl logs of a pod in "+far+" after the link came back", func(ctx context.Context) (bool, string) {
+			_, err := kubectl(ctx, nil, "logs", "-n", ns, pods.Items[0].Name, "--tail=1")
+			if err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+		t.Logf("kubectl logs reached %s %s after the link came back", far, time.Since(healed).Round(100*time.Millisecond))
 	})
 
 	// The host evicts only while some of its nodes are Ready: with all of
