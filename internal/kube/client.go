@@ -30,7 +30,7 @@ import (
 
 // Interface is what flotilla-node calls of a cluster's API.
 type Interface interface {
-	Discovery() discovery.DiscoveryInterface
+	Discovery() discovery.DiscoveryInterfaces
 	CoreV1() corev1.CoreV1Interface
 	AppsV1() appsv1.AppsV1Interface
 	BatchV1() batchv1.BatchV1Interface
@@ -122,10 +122,10 @@ func newCore(c *rest.Config, hc *http.Client) (*corev1.CoreV1Client, error) {
 	return corev1.New(rc), nil
 }
 
-func (c *Clientset) Discovery() discovery.DiscoveryInterface { return c.discovery }
-func (c *Clientset) CoreV1() corev1.CoreV1Interface          { return c.core }
-func (c *Clientset) AppsV1() appsv1.AppsV1Interface          { return c.apps }
-func (c *Clientset) BatchV1() batchv1.BatchV1Interface       { return c.batch }
+func (c *Clientset) Discovery() discovery.DiscoveryInterfaces { return c.discovery }
+func (c *Clientset) CoreV1() corev1.CoreV1Interface           { return c.core }
+func (c *Clientset) AppsV1() appsv1.AppsV1Interface           { return c.apps }
+func (c *Clientset) BatchV1() batchv1.BatchV1Interface        { return c.batch }
 func (c *Clientset) CoordinationV1() coordinationv1.CoordinationV1Interface {
 	return c.coordination
 }

@@ -163,6 +163,19 @@ type accessReviewer struct {
 	cache *utilcache.LRUExpireCache
 }
 
+// ConditionsAwareAuthorize is Authorize: a SubjectAccessReview answers
+// allowed or not, with no conditions.
+func (a *accessReviewer) ConditionsAwareAuthorize(ctx context.Context, attr authorizer.Attributes) authorizer.ConditionsAwareDecision {
+	return authorizer.ConditionsAwareDecisionFromParts(a.Authorize(ctx, attr))
+}
+
+// EvaluateConditions refuses: Authorize never returns a conditional
+// decision to evaluate.
+func (a *accessReviewer) EvaluateConditions(context.Context, authorizer.ConditionsAwareDecision, authorizer.ConditionsData) (authorizer.Decision, string, error) {
+	return authorizer.DecisionDeny, "", authorizer.ErrorConditionEvaluationNotSupported
+}
+
+// Authorize asks the host apiserver, or the answer remembered.
 func (a *accessReviewer) Authorize(ctx context.Context, attr authorizer.Attributes) (authorizer.Decision, string, error) {
 	var spec authzv1.SubjectAccessReviewSpec
 	if u := attr.GetUser(); u != nil {
