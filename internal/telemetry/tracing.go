@@ -59,7 +59,10 @@ func StartTracing(ctx context.Context, c TracingConfig) (shutdown func(context.C
 	if err != nil {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
+	// Schemaless: the SDK's default resource carries the schema of the
+	// semantic conventions it was built with, and a merge with any other
+	// schema fails, as it would on every OpenTelemetry upgrade.
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(
 		append([]attribute.KeyValue{semconv.ServiceName(c.Service)}, c.Attributes...)...))
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
