@@ -422,24 +422,7 @@ func TestHighPriorityPodsGoWherePreemptingMakesRoom(t *testing.T) {
 func TestGateReleasesToPreempt(t *testing.T) {
 	objs := []client.Object{filledBy("beijing", 2000, false)}
 	h, f := fitWebhook(t, objs...)
-	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
-	if !gated(held) {
-		t.Fatal("not held while only the member's own pods of a higher priority hold the room")
-	}
-	c := f.cache.(client.Client)
-	if err := c.Create(context.Background(), held); err != nil {
-		t.Fatal(err)
-	}
-	var cur corev1.Node
-	if err := c.Get(context.Background(), client.ObjectKey{Name: "beijing"}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Annotations = filledBy("beijing", 10, true).Annotations
-	if err := c.Update(context.Background(), &cur); err != nil {
-		t.Fatal(err)
-	}
-	rec := events.NewFakeRecorder(10)
-	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	held, c, g, rec := heldUntilBeijingFrees(t, h, f, true)
 	if _, err := g.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(held)}); err != nil {
 		t.Fatal(err)
 	}
@@ -461,6 +444,34 @@ func TestGateReleasesToPreempt(t *testing.T) {
 	default:
 		t.Error("no event says the pod was released to preempt")
 	}
+}
+
+// heldUntilBeijingFrees admits a high-priority pod that beijing, filled by
+// its own pods of a higher priority, holds back; then refills beijing with
+// pods of priority 10 (forwarded ones when forwarded is true, the member's
+// own otherwise) and returns the held pod, the cache, a gate over them and
+// its event recorder.
+func heldUntilBeijingFrees(t *testing.T, h *PodPlacer, f *fitter, forwarded bool) (*corev1.Pod, client.Client, *fitGate, *events.FakeRecorder) {
+	t.Helper()
+	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
+	if !gated(held) {
+		t.Fatal("the pod is not held while the member's own pods of a higher priority hold the room")
+	}
+	c := f.cache.(client.Client)
+	if err := c.Create(context.Background(), held); err != nil {
+		t.Fatal(err)
+	}
+	var cur corev1.Node
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "beijing"}, &cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations = filledBy("beijing", 10, forwarded).Annotations
+	if err := c.Update(context.Background(), &cur); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewFakeRecorder(10)
+	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	return held, c, g, rec
 }
 
 // TestPodsGoWhereTheMemberPreemptsItsOwn: where only the member's own pods
@@ -531,24 +542,7 @@ func TestGateSendsToPreemptInMember(t *testing.T) {
 	}}
 	objs := []client.Object{filledBy("beijing", 2000, false)}
 	h, f := fitWebhookWith(t, funcs, objs...)
-	held := admit(t, h, builder.Pod("urgent").Namespace("shop").Tolerate(wellknown.ProviderTaintKey).CPU("15").Priority("high", 1000).Obj())
-	if !gated(held) {
-		t.Fatal("not held while the member's own pods of a higher priority hold the room")
-	}
-	c := f.cache.(client.Client)
-	if err := c.Create(context.Background(), held); err != nil {
-		t.Fatal(err)
-	}
-	var cur corev1.Node
-	if err := c.Get(context.Background(), client.ObjectKey{Name: "beijing"}, &cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Annotations = filledBy("beijing", 10, false).Annotations
-	if err := c.Update(context.Background(), &cur); err != nil {
-		t.Fatal(err)
-	}
-	rec := events.NewFakeRecorder(10)
-	g := &fitGate{client: c, fitter: f, recorder: rec, recheck: time.Minute}
+	held, c, g, rec := heldUntilBeijingFrees(t, h, f, false)
 	// One another gate holds too waits for it.
 	queued := held.DeepCopy()
 	queued.Name, queued.ResourceVersion = "queued", ""
