@@ -10,9 +10,9 @@ set -euo pipefail
 
 HELM_VERSION="${HELM_VERSION:-v4.3.1}"
 HELM_DOCS_VERSION="${HELM_DOCS_VERSION:-v1.14.2}"
-# v0.20.x is the controller-tools line built against k8s.io/* v0.35, the
-# version flotilla uses; v0.21 moved to v0.36.
-CONTROLLER_TOOLS_VERSION="${CONTROLLER_TOOLS_VERSION:-v0.20.1}"
+# v0.23.x is the controller-tools line built against k8s.io/* v0.37, the
+# version flotilla uses.
+CONTROLLER_TOOLS_VERSION="${CONTROLLER_TOOLS_VERSION:-v0.23.0}"
 CACHE="${FLOTILLA_CACHE:-${HOME}/.cache/flotilla}/tools"
 
 log() { echo "build-tools: $*" >&2; }
