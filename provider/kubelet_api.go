@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/client-go/transport/spdy"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/provider/stats"
@@ -117,9 +118,7 @@ func (p *Provider) stream(ctx context.Context, u *url.URL, attach api.AttachIO) 
 	}
 	// Fall back only when the member cannot speak WebSocket: after any other
 	// error (a non-zero exit, say) the command would run a second time.
-	exec, err := remotecommand.NewFallbackExecutor(wsExec, spdyExec, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	exec, err := remotecommand.NewFallbackExecutor(wsExec, spdyExec, fallBackToSPDY)
 	if err != nil {
 		return fmt.Errorf("stream %s in cluster %s: %w", u.Path, p.cfg.NodeName, err)
 	}
@@ -255,11 +254,18 @@ func (p *Provider) dialPortForward(u *url.URL) (httpstream.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	dialer := portforward.NewFallbackDialer(wsDialer, spdyDialer, func(err error) bool {
-		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-	})
+	dialer := portforward.NewFallbackDialer(wsDialer, spdyDialer, fallBackToSPDY)
 	conn, _, err := dialer.Dial(portforward.PortForwardProtocolV1Name)
 	return conn, err
+}
+
+// fallBackToSPDY reports whether a WebSocket attempt failed because the
+// member, or a proxy on the way, did not upgrade the connection, which is
+// when exec, attach and port-forward retry over SPDY. client-go's WebSocket
+// transport reports that with k8s.io/streaming's error types, which
+// apimachinery's httpstream predicates do not recognise.
+func fallBackToSPDY(err error) bool {
+	return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
 }
 
 // Kubelet is what a virtual node's kubelet endpoint serves: logs, exec,
