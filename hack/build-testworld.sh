@@ -4,16 +4,35 @@
 # apiserver-network-proxy's proxy-server and proxy-agent, and Kueue's
 # controller manager) from the Go module proxy at pinned versions into a cache
 # keyed by version, and skips whatever is already there. Prints the bin
-# directory of each component on stdout as NAME=DIR lines, kwok's stage
-# directory as KWOK_STAGES=DIR and Kueue's module directory (whose CRDs a
-# world applies) as KUEUE_MODULE=DIR.
+# directory of each component on stdout as NAME=DIR lines, the Kubernetes
+# version as KUBERNETES_VERSION=V, kwok's stage directory as KWOK_STAGES=DIR
+# and Kueue's module directory (whose CRDs a world applies) as
+# KUEUE_MODULE=DIR.
+#
+# Usage: build-testworld.sh [--all-versions]
+#   KUBERNETES_VERSION picks the Kubernetes version (default: the newest of
+#   KUBERNETES_VERSIONS); --all-versions builds every version of
+#   KUBERNETES_VERSIONS too, as the mixed-version test worlds run them all.
 set -euo pipefail
 
-KUBERNETES_VERSION="${KUBERNETES_VERSION:-v1.35.4}"
-ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
+# One release per supported minor, newest first (test/testworld names the
+# same ones).
+KUBERNETES_VERSIONS="${KUBERNETES_VERSIONS:-v1.37.2 v1.36.3 v1.35.4 v1.34.4}"
+KUBERNETES_VERSION="${KUBERNETES_VERSION:-${KUBERNETES_VERSIONS%% *}}"
+# The etcd minor Kubernetes 1.37 is built against; 1.34 to 1.36 run on it
+# as well.
+ETCD_VERSION="${ETCD_VERSION:-v3.7.3}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
-KONNECTIVITY_VERSION="${KONNECTIVITY_VERSION:-v0.34.0}"
+# The newest apiserver-network-proxy served; Kubernetes 1.37's apiserver
+# links its konnectivity-client v0.36.0.
+KONNECTIVITY_VERSION="${KONNECTIVITY_VERSION:-v0.36.0}"
+all_versions=0
+case "${1:-}" in
+  --all-versions) all_versions=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--all-versions]" >&2; exit 2 ;;
+esac
 # The newest Kueue on the module proxy; it is built against Kubernetes 1.35.
 # Only test/kueue runs it, so it is built only when FLOTILLA_KUEUE=1 (make
 # test sets it) or when it is already there: the demo's first build does not
@@ -29,7 +48,7 @@ announced=0
 announce() {
   ((announced)) && return
   announced=1
-  log "first run: building the test world's binaries into $CACHE takes about 15 minutes on 2 cores (the Kubernetes components about 6.5 of them), and Kueue, for make test, about 5 more; later runs reuse them"
+  log "first run: building the test world's binaries into $CACHE takes about 7 minutes per Kubernetes version on 2 cores (the mixed-version worlds run ${KUBERNETES_VERSIONS// /, }), 8 more for etcd, kwok, metrics-server and Konnectivity, and for make test about 5 more for Kueue; later runs reuse them"
 }
 
 # build_kubernetes compiles the control-plane components and kubectl from a
@@ -37,9 +56,10 @@ announce() {
 # replaced by their published versions, exactly as k8s.io/kubernetes' own
 # go.mod replaces them with local directories.
 build_kubernetes() {
+  local KUBERNETES_VERSION="$1"
   local out="$CACHE/kubernetes-$KUBERNETES_VERSION"
   if [[ -x "$out/bin/kube-apiserver" && -x "$out/bin/kube-controller-manager" && -x "$out/bin/kube-scheduler" && -x "$out/bin/kubectl" ]]; then
-    echo "KUBERNETES_BIN=$out/bin"; return
+    echo "$out/bin"; return
   fi
   announce
   log "building kubernetes $KUBERNETES_VERSION"
@@ -126,7 +146,7 @@ GO
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
       ./kube-apiserver ./kube-controller-manager ./kube-scheduler ./kubectl)
   rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
-  echo "KUBERNETES_BIN=$out/bin"
+  echo "$out/bin"
 }
 
 build_etcd() {
@@ -266,4 +286,11 @@ build_konnectivity
 if [[ "${FLOTILLA_KUEUE:-}" == 1 || -x "$CACHE/kueue-$KUEUE_VERSION/bin/kueue" ]]; then
   build_kueue
 fi
-build_kubernetes
+if ((all_versions)); then
+  for v in $KUBERNETES_VERSIONS; do
+    [[ "$v" == "$KUBERNETES_VERSION" ]] || build_kubernetes "$v" >/dev/null
+  done
+fi
+kubernetes_bin="$(build_kubernetes "$KUBERNETES_VERSION")"
+echo "KUBERNETES_VERSION=$KUBERNETES_VERSION"
+echo "KUBERNETES_BIN=$kubernetes_bin"

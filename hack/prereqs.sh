@@ -27,4 +27,4 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >&2
 fi
 
-bash hack/build-testworld.sh >/dev/null
+bash hack/build-testworld.sh --all-versions >/dev/null

@@ -37,7 +37,7 @@ import (
 // module proxy cannot be reached, only links. Call it before
 // testworld.RunInNetns enters the namespace.
 func Prepare(ctx context.Context) error {
-	if _, err := testworld.Binaries(ctx); err != nil {
+	if _, err := testworld.BinariesOfAll(ctx); err != nil {
 		return err
 	}
 	if _, err := buildNode(ctx, os.DevNull); err != nil {

@@ -18,8 +18,25 @@ import (
 // the binaries into a per-version cache and prints where they are.
 const buildScript = "hack/build-testworld.sh"
 
+// Kubernetes versions the test worlds run, one per supported minor: hosts
+// run the newest three, members all four (members lag). The build script's
+// KUBERNETES_VERSIONS lists the same (TestBuildScriptVersions).
+const (
+	Kubernetes137 = "v1.37.2"
+	Kubernetes136 = "v1.36.3"
+	Kubernetes135 = "v1.35.4"
+	Kubernetes134 = "v1.34.4"
+)
+
+// KubernetesVersions are the versions above, newest first; the first is a
+// cluster's default.
+var KubernetesVersions = []string{Kubernetes137, Kubernetes136, Kubernetes135, Kubernetes134}
+
 // Bin holds the paths of the binaries a world runs.
 type Bin struct {
+	// KubernetesVersion is the version of the four Kubernetes binaries
+	// below, e.g. v1.37.2.
+	KubernetesVersion     string
 	KubeAPIServer         string
 	KubeControllerManager string
 	KubeScheduler         string
@@ -45,10 +62,16 @@ type Bin struct {
 
 // Binaries runs hack/build-testworld.sh from the repository root (found by
 // walking up from the working directory to go.mod) and returns the paths it
-// reports. The script skips whatever is already built, so this is cheap when
-// the cache is warm; a cold build takes many minutes and shows its progress
-// on stderr.
-func Binaries(ctx context.Context) (Bin, error) {
+// reports, with the Kubernetes binaries of the default version (the newest).
+// The script skips whatever is already built, so this is cheap when the
+// cache is warm; a cold build takes many minutes and shows its progress on
+// stderr.
+func Binaries(ctx context.Context) (Bin, error) { return BinariesOf(ctx, "") }
+
+// BinariesOf is Binaries with the Kubernetes binaries of version (e.g.
+// v1.34.4; empty for the default). Any version the module proxy serves
+// builds; the first build of a version takes about 7 minutes.
+func BinariesOf(ctx context.Context, version string) (Bin, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return Bin{}, err
@@ -57,6 +80,9 @@ func Binaries(ctx context.Context) (Bin, error) {
 	stderr := &tailBuffer{max: 8 << 10}
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
 	cmd.Dir = root
+	if version != "" {
+		cmd.Env = append(os.Environ(), "KUBERNETES_VERSION="+version)
+	}
 	cmd.Stdout = &stdout
 	// The script is silent when everything is cached; when it builds, its
 	// progress is worth seeing live.
@@ -71,12 +97,13 @@ func Binaries(ctx context.Context) (Bin, error) {
 			dirs[name] = dir
 		}
 	}
-	for _, name := range []string{"KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
+	for _, name := range []string{"KUBERNETES_VERSION", "KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
 		if dirs[name] == "" {
 			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
 		}
 	}
 	b := Bin{
+		KubernetesVersion:     dirs["KUBERNETES_VERSION"],
 		KubeAPIServer:         filepath.Join(dirs["KUBERNETES_BIN"], "kube-apiserver"),
 		KubeControllerManager: filepath.Join(dirs["KUBERNETES_BIN"], "kube-controller-manager"),
 		KubeScheduler:         filepath.Join(dirs["KUBERNETES_BIN"], "kube-scheduler"),
@@ -97,6 +124,26 @@ func Binaries(ctx context.Context) (Bin, error) {
 		return Bin{}, err
 	}
 	return b, nil
+}
+
+// BinariesOfAll builds (or finds) the binaries of every version of
+// KubernetesVersions, for a mixed-version world started later where the
+// module proxy is out of reach, and returns those of the default version.
+func BinariesOfAll(ctx context.Context) (Bin, error) {
+	for _, v := range KubernetesVersions[1:] {
+		if _, err := BinariesOf(ctx, v); err != nil {
+			return Bin{}, err
+		}
+	}
+	return BinariesOf(ctx, KubernetesVersions[0])
+}
+
+// withKubernetes returns b with the Kubernetes binaries of k.
+func (b Bin) withKubernetes(k Bin) Bin {
+	b.KubernetesVersion = k.KubernetesVersion
+	b.KubeAPIServer, b.KubeControllerManager = k.KubeAPIServer, k.KubeControllerManager
+	b.KubeScheduler, b.Kubectl = k.KubeScheduler, k.Kubectl
+	return b
 }
 
 // RepoRoot returns the nearest directory at or above the working directory

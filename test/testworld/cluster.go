@@ -74,6 +74,7 @@ type Cluster struct {
 	site        *Site  // nil for a cluster in the world's own network
 	advertiseIP string // AdvertiseIP, or the site's address
 	egress      string // the apiserver's egress selector configuration, if any
+	gates       string // --feature-gates, or empty
 	qps         float32
 	burst       int
 	logf        func(string, ...any)
@@ -107,6 +108,7 @@ type clusterParams struct {
 	// egressSelectorConfig, for the host with Konnectivity, is its
 	// apiserver's --egress-selector-config-file.
 	egressSelectorConfig string
+	featureGates         map[string]bool
 }
 
 // newCluster prepares a cluster's directory, PKI, kubeconfig and ports
@@ -135,6 +137,7 @@ func newCluster(p clusterParams) (*Cluster, error) {
 		site:        p.site,
 		advertiseIP: AdvertiseIP,
 		egress:      p.egressSelectorConfig,
+		gates:       featureGatesFlag(p.featureGates),
 	}
 	if p.site != nil {
 		c.advertiseIP = p.site.Addr
@@ -173,6 +176,12 @@ func newCluster(p clusterParams) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// KubernetesVersion is the version of the cluster's Kubernetes binaries.
+func (c *Cluster) KubernetesVersion() string { return c.bin.KubernetesVersion }
+
+// Kubectl is the path of the kubectl of the cluster's version.
+func (c *Cluster) Kubectl() string { return c.bin.Kubectl }
 
 // Site returns the site the cluster runs in (a member behind NAT), or nil
 // for a cluster in the world's own network.

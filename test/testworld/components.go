@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // This file holds the command lines of a cluster's control-plane processes.
@@ -78,12 +80,12 @@ func (c *Cluster) apiserverArgs() []string {
 	if c.egress != "" {
 		args = append(args, "--egress-selector-config-file="+c.egress)
 	}
-	return args
+	return c.withFeatureGates(args)
 }
 
 func (c *Cluster) controllerManagerArgs() []string {
 	p := c.pki
-	return []string{
+	return c.withFeatureGates([]string{
 		"--kubeconfig=" + c.KubeconfigPath,
 		"--authentication-kubeconfig=" + c.KubeconfigPath,
 		"--authorization-kubeconfig=" + c.KubeconfigPath,
@@ -102,7 +104,7 @@ func (c *Cluster) controllerManagerArgs() []string {
 		"--cluster-signing-cert-file=" + p.ca.CertFile,
 		"--cluster-signing-key-file=" + p.ca.KeyFile,
 		"--profiling=false",
-	}
+	})
 }
 
 func (c *Cluster) schedulerConfigPath() string { return filepath.Join(c.Dir, "kube-scheduler.yaml") }
@@ -126,11 +128,30 @@ leaderElection:
 }
 
 func (c *Cluster) schedulerArgs() []string {
-	return []string{
+	return c.withFeatureGates([]string{
 		"--config=" + c.schedulerConfigPath(),
 		"--authentication-kubeconfig=" + c.KubeconfigPath,
 		"--authorization-kubeconfig=" + c.KubeconfigPath,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.ports.scheduler),
+	})
+}
+
+// featureGatesFlag is the --feature-gates value for gates, sorted so that
+// command lines repeat; empty for none.
+func featureGatesFlag(gates map[string]bool) string {
+	var kv []string
+	for name, on := range gates {
+		kv = append(kv, name+"="+strconv.FormatBool(on))
 	}
+	slices.Sort(kv)
+	return strings.Join(kv, ",")
+}
+
+// withFeatureGates adds the cluster's --feature-gates to a component's args.
+func (c *Cluster) withFeatureGates(args []string) []string {
+	if c.gates == "" {
+		return args
+	}
+	return append(args, "--feature-gates="+c.gates)
 }

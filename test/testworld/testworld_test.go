@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -552,6 +553,58 @@ func TestKonnectivity(t *testing.T) {
 			t.Errorf("the frontend with %s failed, but not for the certificate: %v", name, err)
 		default:
 			t.Logf("frontend with %s: %v", name, err)
+		}
+	}
+}
+
+// TestWorldOfVersions starts clusters of different Kubernetes versions, one
+// with a feature gate on, and checks that each runs the version and gate it
+// was given.
+func TestWorldOfVersions(t *testing.T) {
+	bin := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+
+	// A gate that is off by default in every supported version.
+	const gate = "ConcurrentWatchObjectDecode"
+	w, err := testworld.Start(ctx, testworld.Config{Bin: bin, Logf: t.Logf,
+		KubernetesVersion: testworld.Kubernetes136,
+		FeatureGates:      map[string]bool{gate: true},
+		Members: []testworld.ClusterConfig{
+			{Name: "oldest", KubernetesVersion: testworld.Kubernetes134},
+			{Name: "default"},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	want := map[string]string{
+		testworld.HostName: testworld.Kubernetes136,
+		"oldest":           testworld.Kubernetes134,
+		"default":          bin.KubernetesVersion,
+	}
+	for _, c := range w.Clusters() {
+		v, err := c.Client().Discovery().ServerVersion()
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if v.GitVersion != want[c.Name] || c.KubernetesVersion() != want[c.Name] {
+			t.Errorf("%s serves %s (binaries of %s), want %s", c.Name, v.GitVersion, c.KubernetesVersion(), want[c.Name])
+		}
+	}
+	// The apiserver reports each gate's state in its metrics.
+	for _, c := range []*testworld.Cluster{w.Host(), w.Member("oldest")} {
+		raw, err := c.Client().CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("%s metrics: %v", c.Name, err)
+		}
+		on := regexp.MustCompile(`kubernetes_feature_enabled\{name="` + gate + `",stage="[A-Z]*"\} 1`).Match(raw)
+		if wantOn := c.Name == testworld.HostName; on != wantOn {
+			t.Errorf("%s: %s enabled = %t, want %t", c.Name, gate, on, wantOn)
 		}
 	}
 }

@@ -51,8 +51,17 @@ type Config struct {
 	// StartTimeout bounds Start after the binaries are found; default 3
 	// minutes.
 	StartTimeout time.Duration
-	// Bin gives the binaries; when nil, Start calls Binaries.
+	// Bin gives the binaries; when nil, Start calls Binaries. Clusters of
+	// another Kubernetes version than Bin's get that version's binaries
+	// from BinariesOf.
 	Bin *Bin
+	// KubernetesVersion is the host's Kubernetes version, e.g. v1.36.3
+	// (one of KubernetesVersions, or any other the module proxy serves);
+	// empty for Bin's, by default the newest.
+	KubernetesVersion string
+	// FeatureGates are the host's feature gates, given to its apiserver,
+	// controller-manager and scheduler.
+	FeatureGates map[string]bool
 	// Konnectivity runs the apiserver-network-proxy (see Konnectivity):
 	// the host apiserver reaches nodes, pods and services through it, and
 	// the host's metrics-server the kubelet endpoints; the world's own
@@ -74,6 +83,12 @@ type ClusterConfig struct {
 	// host (at its site's Gateway), the host cannot reach it. This is
 	// where a pull-mode member lives.
 	BehindNAT bool
+	// KubernetesVersion is the cluster's Kubernetes version; empty for the
+	// world's default (see Config.Bin).
+	KubernetesVersion string
+	// FeatureGates are given to the cluster's apiserver, controller-manager
+	// and scheduler. A gate a version does not know stops it from starting.
+	FeatureGates map[string]bool
 }
 
 // World is a running host cluster with its member clusters and any extra
@@ -179,6 +194,11 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start test world: %w", err)
 	}
+	binOf, err := binariesByVersion(ctx, bin, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start test world: %w", err)
+	}
+	bin = binOf[cfg.KubernetesVersion]
 	w := &World{bin: bin, logf: cfg.Logf, dir: cfg.Dir}
 	if w.dir == "" {
 		sweepTempDir(cfg.Logf)
@@ -198,10 +218,10 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	defer cancel()
 	ports := newPortAllocator()
 	w.ports = ports
-	params := func(name string, index int, nodes []NodeSpec) clusterParams {
+	params := func(name string, index int, nodes []NodeSpec, version string, gates map[string]bool) clusterParams {
 		return clusterParams{
-			name: name, index: index, nodes: nodes, worldDir: w.dir, bin: bin, kwokStages: stages,
-			qps: cfg.ClientQPS, burst: cfg.ClientBurst, ports: ports, logf: cfg.Logf,
+			name: name, index: index, nodes: nodes, worldDir: w.dir, bin: binOf[version], kwokStages: stages,
+			qps: cfg.ClientQPS, burst: cfg.ClientBurst, ports: ports, logf: cfg.Logf, featureGates: gates,
 		}
 	}
 	// Sites first: the host's serving certificate names the addresses at
@@ -220,7 +240,7 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 		siteOf[m.Name] = s
 		gateways = append(gateways, net.ParseIP(s.Gateway))
 	}
-	hp := params(HostName, 0, cfg.HostNodes)
+	hp := params(HostName, 0, cfg.HostNodes, cfg.KubernetesVersion, cfg.FeatureGates)
 	hp.extraIPs = gateways
 	if cfg.Konnectivity {
 		if w.konn, hp.egressSelectorConfig, err = newKonnectivity(filepath.Join(w.dir, "konnectivity"), ports); err != nil {
@@ -237,7 +257,7 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 		}
 	}
 	for i, m := range cfg.Members {
-		p := params(m.Name, i+1, m.Nodes)
+		p := params(m.Name, i+1, m.Nodes, m.KubernetesVersion, m.FeatureGates)
 		p.site = siteOf[m.Name]
 		c, err := newCluster(p)
 		if err != nil {
@@ -269,6 +289,30 @@ func Start(ctx context.Context, cfg Config) (*World, error) {
 	}
 	w.logf("testworld: %d clusters ready in %.1fs (dir %s)", len(clusters), time.Since(began).Seconds(), w.dir)
 	return w, nil
+}
+
+// binariesByVersion returns the binaries of each Kubernetes version cfg's
+// clusters run, keyed by the version asked for ("" for bin's own).
+func binariesByVersion(ctx context.Context, bin Bin, cfg Config) (map[string]Bin, error) {
+	binOf := map[string]Bin{"": bin}
+	if bin.KubernetesVersion != "" {
+		binOf[bin.KubernetesVersion] = bin
+	}
+	versions := []string{cfg.KubernetesVersion}
+	for _, m := range cfg.Members {
+		versions = append(versions, m.KubernetesVersion)
+	}
+	for _, v := range versions {
+		if _, ok := binOf[v]; ok {
+			continue
+		}
+		k, err := BinariesOf(ctx, v)
+		if err != nil {
+			return nil, err
+		}
+		binOf[v] = bin.withKubernetes(k)
+	}
+	return binOf, nil
 }
 
 // startKonnectivity starts the proxy-server and its agents, and waits
