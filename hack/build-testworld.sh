@@ -140,12 +140,14 @@ func main() {
 }
 GO
   local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  # A directory of its own: two test binaries may build the same version
+  # at once, and the last to finish keeps its build.
+  local tmp; mkdir -p "$out"; tmp="$(mktemp -d "$out/bin.XXXXXX")"
   (cd "$work" && go mod tidy >&2 &&
-    mkdir -p "$out/bin.tmp" &&
-    go build -trimpath -o "$out/bin.tmp/" \
+    go build -trimpath -o "$tmp/" \
       -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
-      ./kube-apiserver ./kube-controller-manager ./kube-scheduler ./kubectl)
-  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+      ./kube-apiserver ./kube-controller-manager ./kube-scheduler ./kubectl) || { rm -rf "$tmp"; return 1; }
+  rm -rf "$out/bin" && mv "$tmp" "$out/bin"
   echo "$out/bin"
 }
 
