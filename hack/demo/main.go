@@ -39,6 +39,15 @@ import (
 // clouds are the member clusters that are one virtual node each.
 var clouds = []string{"beijing", "hangzhou", "shenzhen"}
 
+// versions are the members' Kubernetes versions: the host runs the newest,
+// each cloud another supported minor, as a real fleet upgraded over time.
+var versions = map[string]string{
+	"beijing":  testworld.Kubernetes136,
+	"hangzhou": testworld.Kubernetes135,
+	"shenzhen": testworld.Kubernetes134,
+	edgeMember: testworld.Kubernetes137,
+}
+
 // pullMember is the cloud member behind NAT, in pull mode.
 const pullMember = "shenzhen"
 
@@ -86,7 +95,7 @@ func main() {
 // reachable, then runs the demo in the world's private network namespace.
 func outside(ctx context.Context) int {
 	fmt.Println("demo: building flotilla and, unless cached, the test world's binaries")
-	if _, err := testworld.Binaries(ctx); err != nil {
+	if _, err := testworld.BinariesOfAll(ctx); err != nil {
 		return exitCode(ctx, err)
 	}
 	dir, err := binDir()
@@ -150,11 +159,11 @@ func run(ctx context.Context) error {
 	}
 	cfg := testworld.Config{Bin: &bin, Logf: logf, Konnectivity: true}
 	for _, name := range clouds {
-		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, BehindNAT: name == pullMember, Nodes: []testworld.NodeSpec{
+		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, BehindNAT: name == pullMember, KubernetesVersion: versions[name], Nodes: []testworld.NodeSpec{
 			{Name: name + "-node-1"}, {Name: name + "-node-2"},
 		}})
 	}
-	edge := testworld.ClusterConfig{Name: edgeMember}
+	edge := testworld.ClusterConfig{Name: edgeMember, KubernetesVersion: versions[edgeMember]}
 	for _, loc := range branches {
 		for i := 1; i <= 2; i++ {
 			edge.Nodes = append(edge.Nodes, testworld.NodeSpec{

@@ -22,10 +22,11 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
-// memberKubectl runs the world's kubectl against member cluster name as
-// its administrator, as the member's own operators would.
+// memberKubectl runs the kubectl of member cluster name's version against
+// it as its administrator, as the member's own operators would.
 func memberKubectl(ctx context.Context, name string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, env.World.Bin().Kubectl, append([]string{"--kubeconfig=" + env.World.Member(name).KubeconfigPath}, args...)...)
+	m := env.World.Member(name)
+	cmd := exec.CommandContext(ctx, m.Kubectl(), append([]string{"--kubeconfig=" + m.KubeconfigPath}, args...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

@@ -26,10 +26,12 @@ var members = []string{"beijing", "hangzhou", "shenzhen"}
 // topology is where each member runs: its nodes carry the region and zone
 // labels (which flotilla-node advertises, being uniform across them), its
 // flotilla-node names the provider. Policies select clusters by them.
-var topology = map[string]struct{ region, zone, provider string }{
-	"beijing":  {"cn-north", "cn-north-1", "aliyun"},
-	"hangzhou": {"cn-east", "cn-east-1", "aliyun"},
-	"shenzhen": {"cn-south", "cn-south-1", "tencent"},
+// Each runs another Kubernetes minor, the host the newest, so that every
+// test crosses versions.
+var topology = map[string]struct{ region, zone, provider, version string }{
+	"beijing":  {"cn-north", "cn-north-1", "aliyun", testworld.Kubernetes136},
+	"hangzhou": {"cn-east", "cn-east-1", "aliyun", testworld.Kubernetes135},
+	"shenzhen": {"cn-south", "cn-south-1", "tencent", testworld.Kubernetes134},
 }
 
 // env is the running fleet, shared by the tests of this package.
@@ -62,17 +64,17 @@ func run(m *testing.M) int {
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Printf("e2e: "+format+"\n", args...) }
 
-	cfg := testworld.Config{Logf: logf, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
+	cfg := testworld.Config{Logf: logf, KubernetesVersion: testworld.Kubernetes137, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
 	memberArgs := map[string][]string{}
 	for _, name := range members {
 		where := topology[name]
 		labels := map[string]string{corev1.LabelTopologyRegion: where.region, corev1.LabelTopologyZone: where.zone}
-		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, Nodes: []testworld.NodeSpec{
+		cfg.Members = append(cfg.Members, testworld.ClusterConfig{Name: name, KubernetesVersion: where.version, Nodes: []testworld.NodeSpec{
 			{Name: name + "-node-1", Labels: labels}, {Name: name + "-node-2", Labels: labels},
 		}})
 		memberArgs[name] = []string{"--provider=" + where.provider}
 	}
-	edge := testworld.ClusterConfig{Name: edgeMember}
+	edge := testworld.ClusterConfig{Name: edgeMember, KubernetesVersion: testworld.Kubernetes137}
 	for _, n := range edgeNodes() {
 		edge.Nodes = append(edge.Nodes, testworld.NodeSpec{Name: n.name, Labels: n.labels})
 	}

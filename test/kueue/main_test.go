@@ -57,9 +57,11 @@ func run(m *testing.M) int {
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Printf("kueue: "+format+"\n", args...) }
 
-	cfg := testworld.Config{Logf: logf, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
-	for _, name := range members {
-		c := testworld.ClusterConfig{Name: name}
+	// Kueue runs where its users' hosts do, one minor behind the newest;
+	// the members are one minor apart around it.
+	cfg := testworld.Config{Logf: logf, KubernetesVersion: testworld.Kubernetes136, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != ""}
+	for i, name := range members {
+		c := testworld.ClusterConfig{Name: name, KubernetesVersion: testworld.KubernetesVersions[i%len(testworld.KubernetesVersions)]}
 		for i, cpu := range memberNodes[name] {
 			c.Nodes = append(c.Nodes, testworld.NodeSpec{
 				Name:        fmt.Sprintf("%s-node-%d", name, i+1),

@@ -61,10 +61,13 @@ func run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	logf := func(format string, args ...any) { fmt.Printf("pull: "+format+"\n", args...) }
+	// The host runs an older Kubernetes than both members: the other
+	// direction of skew from test/e2e's world.
 	w, err := testworld.Start(ctx, testworld.Config{Logf: logf, Konnectivity: true, KeepDir: os.Getenv("FLOTILLA_E2E_KEEP") != "",
+		KubernetesVersion: testworld.Kubernetes135,
 		Members: []testworld.ClusterConfig{
-			{Name: near, Nodes: []testworld.NodeSpec{{Name: near + "-node-1"}}},
-			{Name: far, BehindNAT: true, Nodes: []testworld.NodeSpec{{Name: far + "-node-1"}}},
+			{Name: near, KubernetesVersion: testworld.Kubernetes137, Nodes: []testworld.NodeSpec{{Name: near + "-node-1"}}},
+			{Name: far, KubernetesVersion: testworld.Kubernetes136, BehindNAT: true, Nodes: []testworld.NodeSpec{{Name: far + "-node-1"}}},
 		}})
 	if err != nil {
 		logf("start test world: %v", err)
