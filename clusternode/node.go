@@ -135,6 +135,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			Capacity:    alloc.DeepCopy(),
 			Allocatable: alloc,
 			Conditions:  conditions(snap, prev, now),
+			// What the member's nodes can run, so the host scheduler
+			// keeps pods that need more elsewhere.
+			DeclaredFeatures: declaredFeatures(eligible),
 			Addresses: []corev1.NodeAddress{
 				{Type: corev1.NodeInternalIP, Address: cfg.InternalIP},
 				{Type: corev1.NodeHostName, Address: cfg.Name},

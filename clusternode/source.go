@@ -6,6 +6,7 @@ package clusternode
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -394,6 +395,7 @@ func sameNode(a, b *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(a.Annotations, b.Annotations) ||
 		!equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(a.Status.NodeInfo, b.Status.NodeInfo) ||
+		!slices.Equal(a.Status.DeclaredFeatures, b.Status.DeclaredFeatures) ||
 		len(a.Status.Conditions) != len(b.Status.Conditions) {
 		return false
 	}

@@ -47,6 +47,10 @@ type Explanation struct {
 	Overrides     string `json:"overrides,omitempty"`
 	// FitVerdict is placement's answer of each cluster it left out.
 	FitVerdict string `json:"fitVerdict,omitempty"`
+	// NodeFeatures are the node features the pod needs and the clusters
+	// that declare them, read when the host scheduler left nodes out for
+	// not declaring them.
+	NodeFeatures []NodeFeature `json:"nodeFeatures,omitempty"`
 	// HostScheduler is the host scheduler's verdict: the node it bound the
 	// pod to, or why it could not.
 	HostScheduler string `json:"hostScheduler"`
@@ -127,7 +131,11 @@ func explainPod(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, pr
 			node = &row
 		}
 	}
-	x := explain(pod, node, hostNode, events)
+	features, err := readNodeFeatures(ctx, c, pod)
+	if err != nil {
+		return nil, err
+	}
+	x := explain(pod, node, hostNode, events, features)
 	if x.Preempted, err = pre.of(ctx, c, pod); err != nil {
 		return nil, err
 	}
@@ -180,10 +188,10 @@ var assigned = regexp.MustCompile(`^Successfully assigned (\S+)/(\S+) to (\S+)$`
 
 // explain is Explain's reasoning, on what was read: the pod, the virtual
 // node it is bound to (nil if none), a host node that is not virtual,
-// and the pod's events.
-func explain(pod *corev1.Pod, node *Cluster, hostNode string, events []corev1.Event) *Explanation {
+// the pod's events and the node features it needs.
+func explain(pod *corev1.Pod, node *Cluster, hostNode string, events []corev1.Event, features []NodeFeature) *Explanation {
 	x := &Explanation{
-		Namespace: pod.Namespace, Name: pod.Name, Phase: pod.Status.Phase, Cluster: node, HostNode: hostNode,
+		Namespace: pod.Namespace, Name: pod.Name, Phase: pod.Status.Phase, Cluster: node, HostNode: hostNode, NodeFeatures: features,
 		Policy: pod.Annotations[wellknown.PlacementAnnotation], PolicyCluster: pod.Annotations[wellknown.PolicyClusterAnnotation],
 		Overrides: pod.Annotations[wellknown.AppliedOverridesAnnotation], FitVerdict: pod.Annotations[wellknown.FitVerdictAnnotation],
 	}
@@ -282,6 +290,10 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 		}
 		if x.FitVerdict != "" {
 			return "Pending in the host, no cluster fits: " + x.FitVerdict
+		}
+		if missing := undeclared(x.NodeFeatures); len(missing) > 0 {
+			return "Pending in the host, no cluster declares the node features it needs: " + strings.Join(missing, ", ") +
+				" (a cluster declares a feature when one of its Ready member nodes does: Kubernetes 1.36 or later, with the feature on)"
 		}
 		return "Pending in the host, not scheduled: " + x.HostScheduler
 	case x.HostNode != "":
@@ -557,6 +569,7 @@ func printExplanation(w io.Writer, x *Explanation, now time.Time) error {
 	}
 	line("Overrides", x.Overrides)
 	line("Left out", x.FitVerdict)
+	line("Node features", featuresLine(x.NodeFeatures))
 	line("Host scheduler", x.HostScheduler)
 	if len(x.Preempted) > 0 {
 		line("Preempted", strings.Join(x.Preempted, ", ")+" (lower priority, to make room for this pod)")

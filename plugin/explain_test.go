@@ -90,7 +90,7 @@ func TestVerdict(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pod.Namespace, tc.pod.Name = "shop", "web-1"
-			x := explain(&tc.pod, tc.node, "", tc.events)
+			x := explain(&tc.pod, tc.node, "", tc.events, nil)
 			if x.Verdict != tc.want {
 				t.Errorf("verdict\n got %q\nwant %q", x.Verdict, tc.want)
 			}

@@ -83,3 +83,10 @@ func (w *NodeWrapper) Taint(key, value string, effect corev1.TaintEffect) *NodeW
 	w.node.Spec.Taints = append(w.node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
 	return w
 }
+
+// Declares sets the features the node declares (node.status.declaredFeatures),
+// as a kubelet of Kubernetes 1.36 or later publishes them.
+func (w *NodeWrapper) Declares(features ...string) *NodeWrapper {
+	w.node.Status.DeclaredFeatures = features
+	return w
+}

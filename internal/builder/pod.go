@@ -68,6 +68,20 @@ func (w *PodWrapper) CPU(q string) *PodWrapper { return w.Request(corev1.Resourc
 // Memory sets the last container's memory request.
 func (w *PodWrapper) Memory(q string) *PodWrapper { return w.Request(corev1.ResourceMemory, q) }
 
+// RestartAllContainersOnExit makes the last container restart all of the
+// pod's containers when it exits with code (restartPolicyRules), which
+// only nodes that declare RestartAllContainersOnContainerExits run.
+func (w *PodWrapper) RestartAllContainersOnExit(code int32) *PodWrapper {
+	c := w.last()
+	never := corev1.ContainerRestartPolicyNever
+	c.RestartPolicy = &never
+	c.RestartPolicyRules = append(c.RestartPolicyRules, corev1.ContainerRestartRule{
+		Action:    corev1.ContainerRestartRuleActionRestartAllContainers,
+		ExitCodes: &corev1.ContainerRestartRuleOnExitCodes{Operator: corev1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{code}},
+	})
+	return w
+}
+
 // NodeSelector adds k=v to the node selector.
 func (w *PodWrapper) NodeSelector(k, v string) *PodWrapper {
 	if w.pod.Spec.NodeSelector == nil {

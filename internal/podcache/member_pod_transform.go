@@ -207,8 +207,9 @@ func foreignPod(pod *corev1.Pod) *memberpod.Pod {
 
 // trimMemberNode is what the member's node cache keeps of a node: what the
 // virtual node is built from (clusternode: Eligible, the fit model, the
-// labels all nodes share), that is its name, labels, taints, whether it
-// takes pods, its capacity, allocatable and conditions. A kubelet's node
+// labels all nodes share, the features it declares), that is its name,
+// labels, taints, whether it takes pods, its capacity, allocatable,
+// conditions and declared features. A kubelet's node
 // also lists up to 50 images with their digests, its volumes, addresses,
 // system info and annotations: most of its size, read by nothing here.
 func trimMemberNode(n *corev1.Node) {
@@ -217,7 +218,11 @@ func trimMemberNode(n *corev1.Node) {
 	n.ObjectMeta = identityMeta(&n.ObjectMeta, corev1.LabelHostname)
 	n.Spec = corev1.NodeSpec{Taints: n.Spec.Taints, Unschedulable: n.Spec.Unschedulable}
 	st := &n.Status
-	*st = corev1.NodeStatus{Capacity: internList(st.Capacity), Allocatable: internList(st.Allocatable), Phase: st.Phase, Conditions: st.Conditions}
+	*st = corev1.NodeStatus{Capacity: internList(st.Capacity), Allocatable: internList(st.Allocatable), Phase: st.Phase, Conditions: st.Conditions,
+		DeclaredFeatures: st.DeclaredFeatures}
+	for i := range st.DeclaredFeatures {
+		InternString(&st.DeclaredFeatures[i])
+	}
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		InternString(&c.Type)

@@ -31,6 +31,7 @@ func TestMemberNodesKeepWhatTheVirtualNodeReads(t *testing.T) {
 	node := kubeletNode(7)
 	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 	node.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	node.Status.DeclaredFeatures = []string{"RestartAllContainersOnContainerExits"} // as a kubelet of 1.36+
 	want := node.DeepCopy()
 	out, err := transform(node)
 	if err != nil {
@@ -41,11 +42,12 @@ func TestMemberNodesKeepWhatTheVirtualNodeReads(t *testing.T) {
 		t.Errorf("identity: %s %s %s", got.Name, got.UID, got.ResourceVersion)
 	}
 	for what, d := range map[string]string{
-		"labels":      cmp.Diff(want.Labels, got.Labels),
-		"taints":      cmp.Diff(want.Spec.Taints, got.Spec.Taints),
-		"allocatable": cmp.Diff(want.Status.Allocatable, got.Status.Allocatable),
-		"capacity":    cmp.Diff(want.Status.Capacity, got.Status.Capacity),
-		"conditions":  cmp.Diff(want.Status.Conditions, got.Status.Conditions),
+		"labels":            cmp.Diff(want.Labels, got.Labels),
+		"taints":            cmp.Diff(want.Spec.Taints, got.Spec.Taints),
+		"allocatable":       cmp.Diff(want.Status.Allocatable, got.Status.Allocatable),
+		"capacity":          cmp.Diff(want.Status.Capacity, got.Status.Capacity),
+		"conditions":        cmp.Diff(want.Status.Conditions, got.Status.Conditions),
+		"declared features": cmp.Diff(want.Status.DeclaredFeatures, got.Status.DeclaredFeatures),
 	} {
 		if d != "" {
 			t.Errorf("%s (-node +cached):\n%s", what, d)
