@@ -91,6 +91,8 @@ type Verdict struct {
 	Supported bool
 	// Message says it in words, naming the version and the range.
 	Message string
+	// Advice, for an unsupported version, says what brings it in range.
+	Advice string
 }
 
 // Check judges gitVersion, the apiserver's version of a cluster in role;
@@ -111,8 +113,10 @@ func Check(role Role, gitVersion string) Verdict {
 	switch {
 	case parsed.Minor.less(r.Oldest):
 		v.Message = fmt.Sprintf("Kubernetes %s is older than the oldest supported %s version, %s (supported: %s)", gitVersion, role, r.Oldest, r)
+		v.Advice = fmt.Sprintf("upgrade the %s to Kubernetes %s or newer", role, r.Oldest)
 	case r.Newest.less(parsed.Minor):
 		v.Message = fmt.Sprintf("Kubernetes %s is newer than the newest supported %s version, %s (supported: %s)", gitVersion, role, r.Newest, r)
+		v.Advice = fmt.Sprintf("upgrade flotilla to a release that supports Kubernetes %s", parsed.Minor)
 	default:
 		v.Supported = true
 		v.Message = fmt.Sprintf("Kubernetes %s is a supported %s version (%s)", gitVersion, role, r)

@@ -45,16 +45,17 @@ func TestCheck(t *testing.T) {
 		known     bool
 		supported bool
 		message   []string
+		advice    string
 	}{
 		"host oldest":          {role: Host, version: "v1.35.0", known: true, supported: true},
 		"host newest":          {role: Host, version: "v1.37.2", known: true, supported: true},
 		"host managed":         {role: Host, version: "v1.36.1-gke.1200", known: true, supported: true},
-		"host too old":         {role: Host, version: "v1.34.4", known: true, message: []string{"v1.34.4", "older than the oldest supported host version, 1.35", "1.35–1.37"}},
-		"host too new":         {role: Host, version: "v1.38.0", known: true, message: []string{"v1.38.0", "newer than the newest supported host version, 1.37"}},
+		"host too old":         {role: Host, version: "v1.34.4", known: true, message: []string{"v1.34.4", "older than the oldest supported host version, 1.35", "1.35–1.37"}, advice: "upgrade the host to Kubernetes 1.35 or newer"},
+		"host too new":         {role: Host, version: "v1.38.0", known: true, message: []string{"v1.38.0", "newer than the newest supported host version, 1.37"}, advice: "upgrade flotilla to a release that supports Kubernetes 1.38"},
 		"member one older":     {role: Member, version: "v1.34.4", known: true, supported: true},
-		"member too old":       {role: Member, version: "v1.33.2", known: true, message: []string{"Kubernetes v1.33.2 is older than the oldest supported member version, 1.34", "1.34–1.37"}},
-		"member too new":       {role: Member, version: "v1.38.1-eks-1", known: true, message: []string{"v1.38.1-eks-1", "newest supported member version, 1.37"}},
-		"member other major":   {role: Member, version: "v2.0.0", known: true},
+		"member too old":       {role: Member, version: "v1.33.2", known: true, message: []string{"Kubernetes v1.33.2 is older than the oldest supported member version, 1.34", "1.34–1.37"}, advice: "upgrade the member to Kubernetes 1.34 or newer"},
+		"member too new":       {role: Member, version: "v1.38.1-eks-1", known: true, message: []string{"v1.38.1-eks-1", "newest supported member version, 1.37"}, advice: "upgrade flotilla to a release that supports Kubernetes 1.38"},
+		"member other major":   {role: Member, version: "v2.0.0", known: true, advice: "upgrade flotilla to a release that supports Kubernetes 2.0"},
 		"member not read":      {role: Member, version: "", message: []string{"not known"}},
 		"member not a version": {role: Member, version: "weird", message: []string{`"weird"`, "1.34–1.37"}},
 	}
@@ -62,6 +63,9 @@ func TestCheck(t *testing.T) {
 		v := Check(c.role, c.version)
 		if v.Known != c.known || v.Supported != c.supported || v.Role != c.role || v.Version != c.version {
 			t.Errorf("%s: Check(%s, %q) = %+v, want known %v supported %v", name, c.role, c.version, v, c.known, c.supported)
+		}
+		if v.Advice != c.advice {
+			t.Errorf("%s: advice %q, want %q", name, v.Advice, c.advice)
 		}
 		for _, m := range c.message {
 			if !strings.Contains(v.Message, m) {
