@@ -92,7 +92,8 @@ func TestUnsupportedHostVersion(t *testing.T) {
 	if verdict.Reason != wellknown.ReasonUnsupportedHostVersion {
 		t.Errorf("reason %s, want %s: only the host's version is outside its range", verdict.Reason, wellknown.ReasonUnsupportedHostVersion)
 	}
-	for _, want := range []string{hostVersion, "oldest supported host version, 1.35", kubeversion.Supported(kubeversion.Host).String()} {
+	r := kubeversion.Supported(kubeversion.Host)
+	for _, want := range []string{hostVersion, "oldest supported host version, " + r.Oldest.String(), r.String()} {
 		if !strings.Contains(verdict.Message, want) {
 			t.Errorf("message %q does not say %q", verdict.Message, want)
 		}
