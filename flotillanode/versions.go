@@ -71,10 +71,15 @@ func (w *versionWatch) subscribe(sink func(clusternode.Versions)) {
 	sink(v)
 }
 
-// read reads both versions once and hands them on if they changed.
+// read reads both versions once, side by side (one may wait out its
+// timeout on a dead link), and hands them on if they changed.
 func (w *versionWatch) read(ctx context.Context) {
-	host, herr := serverVersion(ctx, w.host)
-	member, merr := serverVersion(ctx, w.member)
+	var host, member string
+	var herr, merr error
+	var wg sync.WaitGroup
+	wg.Go(func() { host, herr = serverVersion(ctx, w.host) })
+	member, merr = serverVersion(ctx, w.member)
+	wg.Wait()
 	w.mu.Lock()
 	v := w.current
 	if herr == nil {
