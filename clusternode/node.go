@@ -47,8 +47,8 @@ type Config struct {
 	InternalIP string
 	// KubeletPort is the port of the kubelet endpoint.
 	KubeletPort int32
-	// KubeletVersion is shown as the node's version, usually the member's
-	// Kubernetes version.
+	// KubeletVersion is shown as the node's version when the snapshot
+	// carries no member version.
 	KubeletVersion string
 	// Grow, when not nil, says the cluster's autoscaler can add nodes: of
 	// these shapes, or when empty, like its largest node. The fit model
@@ -76,6 +76,17 @@ type Snapshot struct {
 	// KubeletAPI, when probed, is whether the host apiserver reached the
 	// kubelet endpoint in its last probes, and if not why.
 	KubeletAPI *Probe
+	// Versions, when set, are the Kubernetes versions of the host and the
+	// member as last read: the member's is the node's version, and the
+	// node's KubernetesVersionSupported condition says whether both are
+	// ones flotilla supports.
+	Versions *Versions
+}
+
+// Versions are the GitVersions of the host's and the member's apiservers;
+// empty when not read yet.
+type Versions struct {
+	Host, Member string
 }
 
 // Probe is the outcome of the last probes of something.
@@ -148,7 +159,7 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			NodeInfo: corev1.NodeSystemInfo{
 				OperatingSystem: uniformOr(eligible, corev1.LabelOSStable, "linux"),
 				Architecture:    uniformOr(eligible, corev1.LabelArchStable, "amd64"),
-				KubeletVersion:  cfg.KubeletVersion,
+				KubeletVersion:  kubeletVersion(cfg, snap.Versions),
 			},
 		},
 	}
@@ -213,6 +224,14 @@ func uniformOr(nodes []*corev1.Node, key, def string) string {
 	return def
 }
 
+// kubeletVersion is the version the node shows: the member's, once read.
+func kubeletVersion(cfg Config, v *Versions) string {
+	if v != nil && v.Member != "" {
+		return v.Member
+	}
+	return cfg.KubeletVersion
+}
+
 func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCondition {
 	ready := corev1.NodeCondition{
 		Type:    corev1.NodeReady,
@@ -231,6 +250,9 @@ func conditions(snap Snapshot, prev *corev1.Node, now time.Time) []corev1.NodeCo
 		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberHasNoDiskPressure},
 		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberHasSufficientPID},
 		{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse, Reason: wellknown.ReasonMemberNetworkReady},
+	}
+	if snap.Versions != nil {
+		conds = append(conds, VersionCondition(*snap.Versions))
 	}
 	if api := snap.KubeletAPI; api != nil {
 		c := corev1.NodeCondition{Type: wellknown.NodeKubeletAPIUnreachable, Status: corev1.ConditionFalse, Reason: wellknown.ReasonKubeletAPIReachable,

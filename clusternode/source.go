@@ -75,6 +75,8 @@ type Source struct {
 	apiProbed   bool
 	apiFailures int
 	apiError    string
+
+	versions *Versions // nil until SetVersions
 }
 
 // NewSource registers the member informers it needs and returns a source
@@ -230,8 +232,21 @@ func (p *Source) Reachable() bool {
 	return p.failures < p.cfg.FailureThreshold
 }
 
+// SetVersions gives the node the host's and the member's Kubernetes
+// versions, as last read: its version and its KubernetesVersionSupported
+// condition follow them.
+func (p *Source) SetVersions(v Versions) {
+	p.mu.Lock()
+	changed := p.versions == nil || *p.versions != v
+	p.versions = &v
+	p.mu.Unlock()
+	if changed {
+		p.markDirty()
+	}
+}
+
 func (p *Source) buildLocked() *corev1.Node {
-	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError} // as Reachable
+	snap := Snapshot{Reachable: p.failures < p.cfg.FailureThreshold, Message: p.lastError, Versions: p.versions} // as Reachable
 	if p.cfg.KubeletAPI != nil {
 		snap.KubeletAPI = &Probe{Done: p.apiProbed, OK: p.apiFailures < p.cfg.FailureThreshold, Message: p.apiError}
 	}

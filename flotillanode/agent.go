@@ -54,8 +54,6 @@ type Config struct {
 	VirtualClusters []v1alpha1.VirtualCluster
 	// NodeIP is where the host apiserver reaches the kubelet endpoints.
 	NodeIP string
-	// KubeletVersion is shown as the virtual nodes' version.
-	KubeletVersion string
 	// ServingCert is the kubelet endpoints' certificate.
 	ServingCert tls.Certificate
 	// Auth authenticates and authorizes callers of a virtual node's kubelet
@@ -82,6 +80,11 @@ type Config struct {
 	// BindAddress is where the kubelet endpoints listen (default: every
 	// address of the machine).
 	BindAddress string
+	// VersionInterval is how often the host's and the member's Kubernetes
+	// versions are read besides when a link comes back (default: a
+	// minute); the virtual nodes show them (see
+	// wellknown.NodeKubernetesVersionSupported).
+	VersionInterval time.Duration
 	// SyncTimeout bounds the wait for the member's caches before the
 	// virtual nodes register anyway (NotReady if the member is unreachable).
 	SyncTimeout time.Duration
@@ -163,6 +166,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	if err := s.registerGauges(vns); err != nil {
 		return err
 	}
+	s.startVersions(ctx, vns)
 	s.startInformers(ctx)
 	s.startVirtualNodes(ctx, stop, vns, a.ready)
 	<-ctx.Done()
@@ -195,6 +199,7 @@ type shared struct {
 	overrides   provider.Overrides
 	health      clusternode.HealthChecker
 	memberPods  *clusternode.MemberPods
+	versions    *versionWatch
 	// wg counts the goroutines of the virtual nodes.
 	wg sync.WaitGroup
 }
@@ -224,6 +229,7 @@ func newShared(cfg Config) *shared {
 	s.podInformer = s.hostPods.Pods()
 	hostPodStore = s.podInformer.Informer().GetStore()
 	s.factories = []*kube.Factory{s.member, s.host, s.hostPods}
+	s.versions = newVersionWatch(cfg.HostClient, cfg.MemberClient, cfg.VersionInterval, clock.RealClock{})
 	return s
 }
 
@@ -253,6 +259,22 @@ func (s *shared) initHostNodeInformers() error {
 		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = own.String() }))
 	s.factories = append(s.factories, s.hostNodes)
 	return nil
+}
+
+// startVersions reads the host's and the member's Kubernetes versions
+// before the virtual nodes register, so that they register with them, and
+// then keeps them current: every VersionInterval, and whenever the
+// informers of either cluster find a lost link back (an upgrade restarts
+// apiservers).
+func (s *shared) startVersions(ctx context.Context, vns []*virtualNode) {
+	for _, f := range s.factories {
+		f.OnReconnect(s.versions.reconnected)
+	}
+	s.versions.read(ctx)
+	for _, vn := range vns {
+		s.versions.subscribe(vn.nodes.SetVersions)
+	}
+	s.wg.Go(func() { s.versions.run(ctx) })
 }
 
 // startEvents sends the events the virtual nodes record to the host.

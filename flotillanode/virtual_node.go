@@ -36,11 +36,12 @@ import (
 
 // virtualNode is one running virtual node.
 type virtualNode struct {
-	vc      v1alpha1.VirtualCluster
-	nodes   *clusternode.Source
-	pods    *provider.Provider
-	podCtl  *node.PodController
-	handler http.Handler
+	vc       v1alpha1.VirtualCluster
+	nodes    *clusternode.Source
+	recorder record.EventRecorder
+	pods     *provider.Provider
+	podCtl   *node.PodController
+	handler  http.Handler
 }
 
 // newVirtualNode assembles the virtual node of vc over what s shares; none
@@ -73,7 +74,7 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 	if err != nil {
 		return nil, err
 	}
-	return &virtualNode{vc: vc, nodes: nodes, pods: pods, podCtl: podCtl, handler: handler}, nil
+	return &virtualNode{vc: vc, nodes: nodes, recorder: recorder, pods: pods, podCtl: podCtl, handler: handler}, nil
 }
 
 // newNodeProvider is what makes the virtual node's corev1.Node of the
@@ -95,7 +96,6 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 			Provider:         vc.Provider,
 			InternalIP:       cfg.NodeIP,
 			KubeletPort:      vc.KubeletPort,
-			KubeletVersion:   cfg.KubeletVersion,
 			Grow:             growShapes(vc.Placement),
 		},
 		Informers:          s.member,
@@ -220,7 +220,7 @@ func (vn *virtualNode) run(ctx context.Context, cfg Config, stop context.CancelC
 	}
 	// The node is registered only now, with the capacity of the member
 	// caches that have synced, rather than empty.
-	nodeCtl, err := node.NewNodeController(vn.nodes, vn.nodes.Node(), cfg.HostClient.CoreV1().Nodes(),
+	nodeCtl, err := node.NewNodeController(&versionEvents{NodeProvider: vn.nodes, recorder: vn.recorder}, vn.nodes.Node(), cfg.HostClient.CoreV1().Nodes(),
 		node.WithNodeEnableLeaseV1(cfg.HostClient.CoordinationV1().Leases(corev1.NamespaceNodeLease), node.DefaultLeaseDuration))
 	if err != nil {
 		fail("node controller", err)

@@ -51,6 +51,12 @@ type Cluster struct {
 	KubeletAPIMessage string `json:"kubeletAPIMessage,omitempty"`
 	// KubernetesVersion is the member's.
 	KubernetesVersion string `json:"kubernetesVersion"`
+	// VersionSupported is the node's KubernetesVersionSupported condition:
+	// True when flotilla supports the versions of the member and the host,
+	// False (VersionMessage says which and why) when not, Unknown while a
+	// version is not known, empty from a flotilla-node that does not say.
+	VersionSupported corev1.ConditionStatus `json:"versionSupported,omitempty"`
+	VersionMessage   string                 `json:"versionMessage,omitempty"`
 	// Nodes counts the member nodes the virtual node stands for.
 	Nodes int `json:"nodes"`
 	// Allocatable is what the host scheduler may place on the cluster;
@@ -123,6 +129,11 @@ func cluster(n *corev1.Node, pods []*corev1.Pod) Cluster {
 			if c.Status != corev1.ConditionTrue {
 				row.ReadyMessage = c.Message
 			}
+		case wellknown.NodeKubernetesVersionSupported:
+			row.VersionSupported = c.Status
+			if c.Status != corev1.ConditionTrue {
+				row.VersionMessage = c.Message
+			}
 		case wellknown.NodeKubeletAPIUnreachable:
 			switch c.Status {
 			case corev1.ConditionFalse:
@@ -176,7 +187,9 @@ func newClustersCommand(flags *genericclioptions.ConfigFlags, streams genericioo
 partition of one. Read from what flotilla-node publishes on each node (its
 conditions, capacity, member nodes, lease) and from the pods bound to it.
 
-BACKLOG counts the pods bound to a cluster that have not started there yet:
+VERSION is the member's Kubernetes version; SUPPORTED whether flotilla
+supports it and the host's (False says which is not in -o wide). BACKLOG
+counts the pods bound to a cluster that have not started there yet:
 waiting to be forwarded, or to be scheduled by the member. HEARTBEAT is how
 long ago flotilla-node last renewed the node's lease.`,
 		Args: cobra.NoArgs,
@@ -220,7 +233,7 @@ func printClusters(w io.Writer, rows []Cluster, format string, now time.Time) er
 	}
 	wide := format == "wide"
 	tw := printers.GetNewTabWriter(w)
-	header := "NAME\tMEMBER\tMODE\tREADY\tSINCE\tVERSION\tNODES\tCPU\tMEMORY\tGPU\tPODS\tBACKLOG\tHEARTBEAT"
+	header := "NAME\tMEMBER\tMODE\tREADY\tSINCE\tVERSION\tSUPPORTED\tNODES\tCPU\tMEMORY\tGPU\tPODS\tBACKLOG\tHEARTBEAT"
 	if wide {
 		header += "\tKUBELET-API\tMESSAGE"
 	}
@@ -231,7 +244,7 @@ func printClusters(w io.Writer, rows []Cluster, format string, now time.Time) er
 			ready += ",SchedulingDisabled"
 		}
 		line := []string{
-			r.Name, dash(r.Member), dash(r.Mode), ready, age(r.ReadySince, now), dash(r.KubernetesVersion),
+			r.Name, dash(r.Member), dash(r.Mode), ready, age(r.ReadySince, now), dash(r.KubernetesVersion), dash(string(r.VersionSupported)),
 			fmt.Sprint(r.Nodes),
 			usage(r.Requested, r.Allocatable, corev1.ResourceCPU),
 			usage(r.Requested, r.Allocatable, corev1.ResourceMemory),
@@ -240,8 +253,10 @@ func printClusters(w io.Writer, rows []Cluster, format string, now time.Time) er
 		}
 		if wide {
 			msg := r.ReadyMessage
-			if r.KubeletAPIMessage != "" {
-				msg = strings.TrimSpace(msg + " " + r.KubeletAPIMessage)
+			for _, m := range []string{r.KubeletAPIMessage, r.VersionMessage} {
+				if m != "" {
+					msg = strings.TrimSpace(msg + " " + m)
+				}
 			}
 			line = append(line, dash(r.KubeletAPI), dash(msg))
 		}

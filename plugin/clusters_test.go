@@ -21,28 +21,30 @@ import (
 
 var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
-// virtualNode is what flotilla-node publishes for a member with n nodes.
-func virtualNode(t *testing.T, name, member, mode string, nodes int, ready corev1.ConditionStatus) *corev1.Node {
+// virtualNode is what flotilla-node publishes for a member with n nodes
+// running Kubernetes version, its host v1.37.2.
+func virtualNode(t *testing.T, name, member, mode string, nodes int, ready corev1.ConditionStatus, version string) *corev1.Node {
 	t.Helper()
 	var members []*corev1.Node
 	for range nodes {
 		members = append(members, builder.Node("").CPU("8").Memory("32Gi").Pods("110").Ready().Obj())
 	}
-	n := clusternode.Build(clusternode.Config{Name: name, Member: member, Mode: mode, InternalIP: "10.0.0.1", KubeletVersion: "v1.35.4"},
+	n := clusternode.Build(clusternode.Config{Name: name, Member: member, Mode: mode, InternalIP: "10.0.0.1"},
 		clusternode.Snapshot{Nodes: members, Reachable: ready == corev1.ConditionTrue, Message: "connection refused",
-			KubeletAPI: &clusternode.Probe{Done: true, OK: true}},
+			KubeletAPI: &clusternode.Probe{Done: true, OK: true}, Versions: &clusternode.Versions{Host: "v1.37.2", Member: version}},
 		nil, now.Add(-2*time.Hour))
 	return n
 }
 
 // TestListClusters: one row per virtual node, not for the host's own nodes,
-// with the member, mode, readiness, member node count, what the pods bound
-// to it request, how many have not started, and the lease's age.
+// with the member, mode, readiness, version and whether it is supported,
+// member node count, what the pods bound to it request, how many have not
+// started, and the lease's age.
 func TestListClusters(t *testing.T) {
 	real := builder.Node("host-node-1").Label(wellknown.ClusterLabel, "oops").Obj()
 	c := fake.NewClientset(
-		virtualNode(t, "beijing", "beijing", "push", 3, corev1.ConditionTrue),
-		virtualNode(t, "far", "far", "pull", 1, corev1.ConditionFalse),
+		virtualNode(t, "beijing", "beijing", "push", 3, corev1.ConditionTrue, "v1.35.4"),
+		virtualNode(t, "far", "far", "pull", 1, corev1.ConditionFalse, "v1.33.2"),
 		real,
 		builder.Pod("a").Namespace("shop").Node("beijing").Container("app").CPU("500m").Memory("1Gi").Phase(corev1.PodRunning).Started(now.Add(-time.Hour)).Obj(),
 		builder.Pod("b").Namespace("shop").Node("beijing").Container("app").CPU("1").Memory("1Gi").Phase(corev1.PodPending).Obj(),
@@ -76,6 +78,12 @@ func TestListClusters(t *testing.T) {
 	if far.Mode != "pull" || far.Ready != corev1.ConditionFalse || !strings.Contains(far.ReadyMessage, "connection refused") || far.Heartbeat != nil {
 		t.Errorf("far: %+v", far)
 	}
+	if bj.VersionSupported != corev1.ConditionTrue || bj.VersionMessage != "" {
+		t.Errorf("beijing version verdict %q %q, want True without a message", bj.VersionSupported, bj.VersionMessage)
+	}
+	if far.KubernetesVersion != "v1.33.2" || far.VersionSupported != corev1.ConditionFalse || !strings.Contains(far.VersionMessage, "older than the oldest supported member version, 1.34") {
+		t.Errorf("far version %q verdict %q %q, want v1.33.2 False, older than 1.34", far.KubernetesVersion, far.VersionSupported, far.VersionMessage)
+	}
 	if bj.KubeletAPI != "Reachable" {
 		t.Errorf("beijing kubelet API %q, want Reachable", bj.KubeletAPI)
 	}
@@ -85,8 +93,21 @@ func TestListClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(table.String()), "\n")
-	if len(lines) != 3 {
+	if len(lines) != 3 || !strings.Contains(lines[0], "VERSION   SUPPORTED") {
 		t.Fatalf("table:\n%s", table.String())
+	}
+	if f := strings.Fields(lines[1]); len(f) < 7 || f[5] != "v1.35.4" || f[6] != "True" {
+		t.Errorf("beijing line %q, want version v1.35.4 and SUPPORTED True", lines[1])
+	}
+	if f := strings.Fields(lines[2]); len(f) < 7 || f[5] != "v1.33.2" || f[6] != "False" {
+		t.Errorf("far line %q, want version v1.33.2 and SUPPORTED False", lines[2])
+	}
+	var wide bytes.Buffer
+	if err := printClusters(&wide, rows, "wide", now); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(wide.String(), "Kubernetes v1.33.2 is older than the oldest supported member version, 1.34") {
+		t.Errorf("-o wide does not say why far's version is unsupported:\n%s", wide.String())
 	}
 	for _, want := range []string{"beijing", "push", "True", "120m", "v1.35.4", "3", "1500m/24", "2Gi/96Gi", "3s"} {
 		if !strings.Contains(lines[1], want) {

@@ -27,6 +27,9 @@ package policyctl
 // it: placement reads claims and the volumes they are bound to.
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch;update
+// An unsupported host version is announced by an Event on the kube-system
+// namespace, which stands for the host; reading it gives the Event its UID.
+// +kubebuilder:rbac:groups="",resources=namespaces,resourceNames=kube-system,verbs=get
 //
 // Its own webhook configurations, by name only (update rights on another
 // would let it redirect that webhook), to keep their caBundle current.

@@ -12,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -81,7 +82,26 @@ func Setup(ctx context.Context, mgr ctrl.Manager, log logrus.FieldLogger, opts O
 		return err
 	}
 	registerWebhooks(mgr, log, pl, lg, fitter)
-	return nil
+	return setupHostVersionCheck(mgr, log, recorder)
+}
+
+// setupHostVersionCheck has the leader check the host's Kubernetes
+// version when it starts leading.
+func setupHostVersionCheck(mgr ctrl.Manager, log logrus.FieldLogger, recorder events.EventRecorder) error {
+	d, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("host discovery client: %w", err)
+	}
+	return mgr.Add(&hostVersionCheck{
+		version: func(ctx context.Context) (string, error) {
+			v, err := d.ServerVersionWithContext(ctx)
+			if err != nil {
+				return "", err
+			}
+			return v.GitVersion, nil
+		},
+		reader: mgr.GetAPIReader(), recorder: recorder, log: log.WithField("component", "host-version"),
+	})
 }
 
 // indexPods indexes the cached pods by template, by node and by whether

@@ -318,7 +318,6 @@ func nodeConfig(ctx context.Context, o *options, c *clients, m metrics, virtualC
 		Mode:                    o.mode,
 		VirtualClusters:         virtualClusters,
 		NodeIP:                  c.nodeIP,
-		KubeletVersion:          memberVersion(ctx, c.member),
 		ServingCert:             serving,
 		Auth:                    func(nodeName string) (kubeletauth.Auth, error) { return kubeletAuth(c.host, o, nodeName) },
 		Kubelet:                 kubelet(c.installation, c.memberMetrics),
@@ -465,15 +464,6 @@ func loadVirtualClusters(o *options) ([]v1alpha1.VirtualCluster, error) {
 	vc := &cfg.VirtualClusters[0]
 	vc.Labels, vc.Region, vc.Zone, vc.Provider = o.nodeLabels, o.region, o.zone, o.providerName
 	return cfg.VirtualClusters, nil
-}
-
-func memberVersion(ctx context.Context, c kube.Interface) string {
-	v, err := c.Discovery().ServerVersion()
-	if err != nil {
-		log.G(ctx).WithError(err).Warn("cannot read the member's version")
-		return "unknown"
-	}
-	return v.GitVersion
 }
 
 // servingCert is the kubelet endpoints' certificate: the given one, or a

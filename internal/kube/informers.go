@@ -31,6 +31,8 @@ type Factory struct {
 	started   map[reflect.Type]bool
 	wg        sync.WaitGroup
 	shutdown  bool
+	// reconnected are called when a link comes back (OnReconnect).
+	reconnected []func()
 }
 
 // Option configures a Factory.
@@ -110,6 +112,28 @@ func (f *Factory) Shutdown() {
 	f.wg.Wait()
 }
 
+// OnReconnect adds fn to what is called each time a list or watch of one
+// of the factory's typed informers, having found the apiserver
+// unreachable, finds it answering again (see reconnect.go): the link is
+// back, and what was read of the cluster before it went may be stale. It
+// is called once per waiting informer, so it should be quick and
+// idempotent: mark something to re-read, say.
+func (f *Factory) OnReconnect(fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reconnected = append(f.reconnected, fn)
+}
+
+// reconnect calls the functions OnReconnect added.
+func (f *Factory) reconnect() {
+	f.mu.Lock()
+	fns := append([]func(){}, f.reconnected...)
+	f.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+}
+
 // namespaced is the index client-go's informers keep, which listers use
 // to list one namespace. Each informer needs a map of its own: the
 // informer keeps the map it is given and adds later indexes to it.
@@ -121,7 +145,7 @@ func namespaced() cache.Indexers {
 // list options.
 func (f *Factory) typed(obj runtime.Object) cache.SharedIndexInformer {
 	return f.InformerFor(obj, func(c Interface) cache.SharedIndexInformer {
-		return NewInformer(c, obj, metav1.NamespaceAll, 0, f.tweak, namespaced())
+		return newInformer(c, obj, metav1.NamespaceAll, 0, f.tweak, namespaced(), f.reconnect)
 	})
 }
 
@@ -130,8 +154,14 @@ func (f *Factory) typed(obj runtime.Object) cache.SharedIndexInformer {
 // the apiserver cannot be reached, its lists and watches wait for it
 // rather than fail (see reconnect.go).
 func NewInformer(c Interface, obj runtime.Object, namespace string, resync time.Duration, tweak func(*metav1.ListOptions), indexers cache.Indexers) cache.SharedIndexInformer {
+	return newInformer(c, obj, namespace, resync, tweak, indexers, nil)
+}
+
+// newInformer is NewInformer calling reconnected, when set, each time
+// the apiserver answers again after a list or watch could not reach it.
+func newInformer(c Interface, obj runtime.Object, namespace string, resync time.Duration, tweak func(*metav1.ListOptions), indexers cache.Indexers, reconnected func()) cache.SharedIndexInformer {
 	list, watchFn := listWatch(c, obj, namespace)
-	wait := reachable(c)
+	wait := notifying(reachable(c), reconnected)
 	list, watchFn = waitingList(list, wait), waitingWatch(watchFn, wait)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

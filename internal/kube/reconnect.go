@@ -63,6 +63,21 @@ func reachable(c Interface) func(ctx context.Context) error {
 	return func(ctx context.Context) error { return waitAnswer(ctx, rc) }
 }
 
+// notifying is wait calling reconnected each time it saw the apiserver
+// answer again; wait itself when either is nil.
+func notifying(wait func(context.Context) error, reconnected func()) func(context.Context) error {
+	if wait == nil || reconnected == nil {
+		return wait
+	}
+	return func(ctx context.Context) error {
+		err := wait(ctx)
+		if err == nil {
+			reconnected()
+		}
+		return err
+	}
+}
+
 // waitAnswer probes rc's apiserver every probeInterval until it answers,
 // whatever it answers (/readyz is open to every client), or ctx ends.
 func waitAnswer(ctx context.Context, rc rest.Interface) error {

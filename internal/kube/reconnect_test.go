@@ -6,6 +6,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -114,5 +115,44 @@ func TestWaitAnswerReturnsOnceTheServerAnswers(t *testing.T) {
 		t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
 	case <-time.After(3 * probeInterval):
 		t.Fatal("still waiting after the server answered")
+	}
+}
+
+// TestOnReconnect: the factory's OnReconnect functions are called when
+// an informer that could not reach its apiserver finds it answering
+// again, and not while nothing listens.
+func TestOnReconnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // connections are refused until the apiserver is back
+	c, err := NewForConfig(&rest.Config{Host: "http://" + addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFactory(c)
+	back := make(chan struct{}, 100)
+	f.OnReconnect(func() { back <- struct{}{} })
+	f.Nodes()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); f.Shutdown() }()
+	f.Start(ctx.Done())
+	select {
+	case <-back:
+		t.Fatal("reconnected while nothing answered")
+	case <-time.After(2 * probeInterval):
+	}
+	if ln, err = net.Listen("tcp", addr); err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.NotFoundHandler(), ReadHeaderTimeout: time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	select {
+	case <-back:
+	case <-time.After(5 * probeInterval):
+		t.Fatal("no reconnect after the apiserver answered again")
 	}
 }

@@ -35,12 +35,12 @@ var firstDeclaring = version.MajorMinor(1, 36)
 // feature, kubectl flotilla explain names it.
 func TestDeclaredFeatures(t *testing.T) {
 	ctx := t.Context()
-	if v := serverVersion(t, hostClient()); v.LessThan(firstDeclaring) {
+	if v := parsedServerVersion(t, hostClient()); v.LessThan(firstDeclaring) {
 		t.Skipf("the host runs Kubernetes %s: its scheduler does not filter nodes on declared features before %s", v, firstDeclaring)
 	}
 	var declaring, other string
 	for _, m := range members {
-		if declaring == "" && !serverVersion(t, memberClient(m)).LessThan(firstDeclaring) {
+		if declaring == "" && !parsedServerVersion(t, memberClient(m)).LessThan(firstDeclaring) {
 			declaring = m
 		} else if other == "" {
 			other = m
@@ -104,8 +104,8 @@ func restartAllPod(ns, name string) *corev1.Pod {
 	return p
 }
 
-// serverVersion is the Kubernetes version c's apiserver runs.
-func serverVersion(t *testing.T, c kubernetes.Interface) *version.Version {
+// parsedServerVersion is the Kubernetes version c's apiserver runs.
+func parsedServerVersion(t *testing.T, c kubernetes.Interface) *version.Version {
 	t.Helper()
 	info, err := c.Discovery().ServerVersion()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"flotilla.io/flotilla/internal/kubeversion"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/plugin"
 )
@@ -19,9 +20,10 @@ import (
 // TestKubectlFlotillaClusters runs `kubectl flotilla clusters` as a user
 // would, the plugin found by kubectl on PATH: every member flotilla-node
 // runs for has its row, with its member name, push mode, Ready, the
-// member's Kubernetes version and node count, a fresh heartbeat, a kubelet
-// endpoint the host apiserver reaches, and the pods bound to it counted
-// with what they request.
+// member's own Kubernetes version (the world mixes them) and whether
+// flotilla supports it with the host's, its node count, a fresh heartbeat,
+// a kubelet endpoint the host apiserver reaches, and the pods bound to it
+// counted with what they request.
 func TestKubectlFlotillaClusters(t *testing.T) {
 	ns := namespace(t)
 	const member = "hangzhou"
@@ -54,6 +56,8 @@ func TestKubectlFlotillaClusters(t *testing.T) {
 		}
 		return true, "", nil
 	})
+	hostVersion := serverVersion(t, hostClient())
+	hostSupported := kubeversion.Check(kubeversion.Host, hostVersion).Supported
 	for _, r := range rows {
 		isMember := false
 		for _, m := range members {
@@ -66,8 +70,16 @@ func TestKubectlFlotillaClusters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Member != r.Name || r.Mode != "push" || r.KubernetesVersion != "v1.35.4" || r.Nodes != len(nodes.Items) {
-			t.Errorf("%s: member %q mode %q version %q nodes %d, want %s, push, v1.35.4, %d", r.Name, r.Member, r.Mode, r.KubernetesVersion, r.Nodes, r.Name, len(nodes.Items))
+		version := serverVersion(t, memberClient(r.Name))
+		if r.Member != r.Name || r.Mode != "push" || r.KubernetesVersion != version || r.Nodes != len(nodes.Items) {
+			t.Errorf("%s: member %q mode %q version %q nodes %d, want %s, push, %s, %d", r.Name, r.Member, r.Mode, r.KubernetesVersion, r.Nodes, r.Name, version, len(nodes.Items))
+		}
+		want := corev1.ConditionFalse
+		if hostSupported && kubeversion.Check(kubeversion.Member, version).Supported {
+			want = corev1.ConditionTrue
+		}
+		if r.VersionSupported != want {
+			t.Errorf("%s: member %s, host %s: supported %q (%s), want %s", r.Name, version, hostVersion, r.VersionSupported, r.VersionMessage, want)
 		}
 		if r.Heartbeat == nil || time.Since(r.Heartbeat.Time) > time.Minute {
 			t.Errorf("%s: heartbeat %v, want within the lease's renewal", r.Name, r.Heartbeat)
@@ -87,7 +99,7 @@ func TestKubectlFlotillaClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) < 1+len(members) || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "BACKLOG") {
+	if len(lines) < 1+len(members) || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "SUPPORTED") || !strings.Contains(lines[0], "BACKLOG") {
 		t.Errorf("kubectl flotilla clusters printed:\n%s", out)
 	}
 	t.Logf("kubectl flotilla clusters:\n%s", out)

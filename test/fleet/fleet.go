@@ -236,12 +236,26 @@ func (f *Fleet) StartNode(member string, extraArgs ...string) (*testworld.Proces
 // leader Lease) and kubelet port; StartNode is the instance named after
 // the member. RemoveMember and Node take the instance name.
 func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*testworld.Process, error) {
+	return f.StartInstanceIn(f.World.Host(), member, instance, extraArgs...)
+}
+
+// StartInstanceIn is StartInstance with another cluster of the world than
+// the host standing in as the instance's host (a member of another
+// Kubernetes version, say): it gets the host roles, the instance's
+// virtual node registers there, and the kubelet endpoint's certificate is
+// issued by its CA.
+func (f *Fleet) StartInstanceIn(host *testworld.Cluster, member, instance string, extraArgs ...string) (*testworld.Process, error) {
 	m := f.World.Member(member)
 	if m == nil {
 		return nil, fmt.Errorf("no member %q", member)
 	}
-	if instance != member {
-		if err := bind(context.Background(), f.World.Host().Client(), rbac.HostClusterRole().Name, HostIdentity(instance)); err != nil {
+	if host != f.World.Host() {
+		if err := apply(context.Background(), host.Client(), rbac.HostClusterRole()); err != nil {
+			return nil, fmt.Errorf("host ClusterRole in %s: %w", host.Name, err)
+		}
+	}
+	if instance != member || host != f.World.Host() {
+		if err := bind(context.Background(), host.Client(), rbac.HostClusterRole().Name, HostIdentity(instance)); err != nil {
 			return nil, fmt.Errorf("host binding for %s: %w", instance, err)
 		}
 	}
@@ -250,10 +264,10 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	// kubelet endpoint through the site's Konnectivity agent.
 	site := m.Site()
 	nodeIP := testworld.AdvertiseIP
-	hostKC, err := f.World.Host().UserKubeconfig(HostIdentity(instance))
+	hostKC, err := host.UserKubeconfig(HostIdentity(instance))
 	if site != nil {
 		nodeIP = site.Addr
-		hostKC, err = f.World.Host().UserKubeconfigFrom(site, HostIdentity(instance))
+		hostKC, err = host.UserKubeconfigFrom(site, HostIdentity(instance))
 	}
 	if err != nil {
 		return nil, err
@@ -266,12 +280,12 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 	if instance != member {
 		memberArgs = nil
 	}
-	if err := f.grantNodes(instance, append(append([]string(nil), memberArgs...), extraArgs...)); err != nil {
+	if err := f.grantNodes(host, instance, append(append([]string(nil), memberArgs...), extraArgs...)); err != nil {
 		return nil, err
 	}
 	// The host apiserver verifies kubelet endpoints against the host CA
 	// (--kubelet-certificate-authority), as does the host's metrics-server.
-	certFile, keyFile, err := f.World.Host().IssueServingCert(ServingCertName(instance), []net.IP{net.ParseIP(nodeIP)})
+	certFile, keyFile, err := host.IssueServingCert(ServingCertName(instance), []net.IP{net.ParseIP(nodeIP)})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +306,7 @@ func (f *Fleet) StartInstance(member, instance string, extraArgs ...string) (*te
 		"--kubelet-port=" + strconv.Itoa(port),
 		"--tls-cert-file=" + certFile,
 		"--tls-private-key-file=" + keyFile,
-		"--client-ca-file=" + f.World.Host().CAFile,
+		"--client-ca-file=" + host.CAFile,
 		"--member-health-interval=1s",
 	}
 	if site != nil {
@@ -398,11 +412,11 @@ func (f *Fleet) WaitVirtualNodeReady(ctx context.Context, member, nodeName strin
 // its own virtual nodes.
 func NodeRoleName(member string) string { return "flotilla-node-host-nodes-" + member }
 
-// grantNodes lets member's flotilla-node change the virtual nodes it will
-// run with args: the member's own, or those its --config names. It waits
-// until the authorizer agrees, so that the process does not start
-// against a role the apiserver has not seen yet.
-func (f *Fleet) grantNodes(member string, args []string) error {
+// grantNodes lets member's flotilla-node change, in host, the virtual
+// nodes it will run with args: the member's own, or those its --config
+// names. It waits until the authorizer agrees, so that the process does
+// not start against a role the apiserver has not seen yet.
+func (f *Fleet) grantNodes(hostCluster *testworld.Cluster, member string, args []string) error {
 	nodes := []string{member}
 	for _, a := range args {
 		path, ok := strings.CutPrefix(a, "--config=")
@@ -424,7 +438,7 @@ func (f *Fleet) grantNodes(member string, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	host := f.World.Host().Client()
+	host := hostCluster.Client()
 	role := rbac.HostNodeClusterRole(NodeRoleName(member), nodes, wellknown.LeaderLeaseName(member))
 	if _, err := host.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 		err = apply(ctx, host, role)
