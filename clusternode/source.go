@@ -20,6 +20,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podfields"
 )
 
 var _ node.NodeProvider = (*Source)(nil)
@@ -52,6 +53,9 @@ type SourceConfig struct {
 	// failures in a row set the KubeletAPIUnreachable condition.
 	KubeletAPI         HealthChecker
 	KubeletAPIInterval time.Duration
+	// Fields, when set, is what the member's API knows of pods; the node
+	// is rebuilt whenever it changes.
+	Fields *podfields.Member
 }
 
 // Source is the source of a virtual node's state, virtual-kubelet's
@@ -124,6 +128,9 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	// A pod change reaches it once counted in the member's usage, which
 	// the next build reads.
 	p.pods.subscribe(pods)
+	if cfg.Fields != nil {
+		cfg.Fields.OnChange(p.markDirty)
+	}
 	return p, nil
 }
 
@@ -236,6 +243,9 @@ func (p *Source) buildLocked() *corev1.Node {
 	}
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
 	snap.Usage = p.pods.Usage()
+	if p.cfg.Fields != nil {
+		snap.Fields = p.cfg.Fields.Fields()
+	}
 	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
 }
 

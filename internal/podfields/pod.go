@@ -20,14 +20,14 @@ func Sets(pod *corev1.Pod, path string) bool {
 }
 
 func sets(v reflect.Value, segs []string) bool {
+	if len(segs) == 0 {
+		return nonZero(v)
+	}
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return false
 		}
 		v = v.Elem()
-	}
-	if len(segs) == 0 {
-		return nonZero(v)
 	}
 	name, each := strings.CutSuffix(segs[0], "[]")
 	f, ok := fieldByJSON(v, name)
@@ -87,7 +87,9 @@ func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
 }
 
 // SetsJSON reports whether obj, a pod decoded from JSON into maps and
-// lists (unstructured), sets the field at path.
+// lists (unstructured), sets the field at path: holds it, other than null
+// or an empty object or list (false and 0 are sent, as a pointer to them
+// is).
 func SetsJSON(obj map[string]any, path string) bool {
 	return setsJSON(obj, strings.Split(path, "."))
 }
@@ -101,14 +103,6 @@ func setsJSON(v any, segs []string) bool {
 			return len(x) > 0
 		case []any:
 			return len(x) > 0
-		case string:
-			return x != ""
-		case bool:
-			return x
-		case float64:
-			return x != 0
-		case int64:
-			return x != 0
 		}
 		return true
 	}

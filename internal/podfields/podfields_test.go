@@ -96,6 +96,7 @@ func TestSets(t *testing.T) {
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "a"}, {Name: "b", Ports: []corev1.ContainerPort{{HostPort: 80}}}},
 		Volumes:    []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Mode: ptr.To[int32](0o700)}}}},
+		HostUsers:  ptr.To(false),
 	}}
 	for path, want := range map[string]bool{
 		"spec.containers":                    true,
@@ -104,6 +105,7 @@ func TestSets(t *testing.T) {
 		"spec.volumes[].emptyDir.mode":       true,
 		"spec.volumes[].secret.defaultUser":  false,
 		"spec.schedulingGroup":               false,
+		"spec.hostUsers":                     true, // a pointer to false
 		"spec.noSuchField":                   false,
 		"metadata.name":                      false,
 	} {
@@ -120,6 +122,7 @@ func TestSets(t *testing.T) {
 		"spec.volumes[].emptyDir.mode":       true,
 		"spec.containers[].ports[].hostPort": true,
 		"spec.containers[].image":            false,
+		"spec.hostUsers":                     true,
 		"spec.workloadRef":                   false,
 	} {
 		if got := SetsJSON(obj, path); got != want {
@@ -161,5 +164,33 @@ func TestUnknownInError(t *testing.T) {
 	}
 	if got := UnknownInError("pods \"x\" is forbidden"); got != nil {
 		t.Errorf("UnknownInError of another error = %v", got)
+	}
+}
+
+func TestMemberKeepsWhatItLearns(t *testing.T) {
+	m := &Member{}
+	changes := 0
+	m.OnChange(func() { changes++ })
+	m.Served("v1.36.3", []string{"spec.evictionResponders"})
+	if !m.Dropped("spec.volumes[].emptyDir.mode", "spec.hostUsers") || m.Dropped("spec.hostUsers") {
+		t.Error("Dropped reports a new field as known or a known one as new")
+	}
+	m.Unknown("spec.evictionResponders")
+	want := MemberFields{Version: "v1.36.3", Unknown: []string{"spec.evictionResponders"}, Dropped: []string{"spec.hostUsers", "spec.volumes[].emptyDir.mode"}}
+	if diff := cmp.Diff(want, m.Fields()); diff != "" {
+		t.Errorf("Fields (-want +got):\n%s", diff)
+	}
+	if changes != 2 {
+		t.Errorf("%d changes told, want 2", changes)
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{HostUsers: ptr.To(false)}}
+	if r, ok := m.Fields().Refuses(func(p string) bool { return Sets(pod, p) }); !ok || r != (Refusal{Path: "spec.hostUsers", Dropped: true}) {
+		t.Errorf("Refuses = %+v, %v", r, ok)
+	}
+	// An upgraded member may have its gates on: what it dropped is
+	// forgotten.
+	m.Served("v1.37.2", nil)
+	if f := m.Fields(); len(f.Dropped) != 0 || len(f.Unknown) != 0 {
+		t.Errorf("after an upgrade: %+v", f)
 	}
 }
