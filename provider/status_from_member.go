@@ -66,6 +66,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	}
 	if host == nil {
 		p.seen.Delete(key)
+		p.refusedFields.Delete(key)
 		p.forgetHandBack(key)
 		p.nothingToWrite(key)
 		return nil
@@ -100,6 +101,13 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	default:
 		if p.handedBack(key, host) {
 			p.seen.Delete(key)
+			return nil
+		}
+		if p.fieldsRefused(key, host) {
+			// Deleted by flotilla for a field the member lost; the pod
+			// says so already (refuseFields).
+			p.seen.Delete(key)
+			p.nothingToWrite(key)
 			return nil
 		}
 		if !gone || why.hostUID != host.UID {

@@ -195,11 +195,14 @@ var unknownField = regexp.MustCompile(`unknown field "([^"]+)"`)
 var index = regexp.MustCompile(`\[[0-9]+\]`)
 
 // UnknownInError returns the paths an apiserver named as unknown fields in
-// a message of strict field validation, indexes made "[]", sorted; none
-// for any other message.
-func UnknownInError(msg string) []string {
+// an error of strict field validation, indexes made "[]", sorted; none
+// for any other error.
+func UnknownInError(err error) []string {
+	if err == nil {
+		return nil
+	}
 	var out []string
-	for _, m := range unknownField.FindAllStringSubmatch(msg, -1) {
+	for _, m := range unknownField.FindAllStringSubmatch(err.Error(), -1) {
 		out = append(out, index.ReplaceAllString(m[1], "[]"))
 	}
 	slices.Sort(out)

@@ -2,6 +2,7 @@ package podfields
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -157,12 +158,12 @@ func TestLost(t *testing.T) {
 
 func TestUnknownInError(t *testing.T) {
 	// As a v1.34 apiserver answers a create with fieldValidation=Strict.
-	msg := `Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.volumes[0].emptyDir.mode", unknown field "spec.volumes[2].emptyDir.mode", unknown field "spec.schedulingGroup"`
+	msg := errors.New(`Pod in version "v1" cannot be handled as a Pod: strict decoding error: unknown field "spec.volumes[0].emptyDir.mode", unknown field "spec.volumes[2].emptyDir.mode", unknown field "spec.schedulingGroup"`)
 	got := UnknownInError(msg)
 	if diff := cmp.Diff([]string{"spec.schedulingGroup", "spec.volumes[].emptyDir.mode"}, got); diff != "" {
 		t.Errorf("UnknownInError (-want +got):\n%s", diff)
 	}
-	if got := UnknownInError("pods \"x\" is forbidden"); got != nil {
+	if got := UnknownInError(errors.New(`pods "x" is forbidden`)); got != nil {
 		t.Errorf("UnknownInError of another error = %v", got)
 	}
 }
