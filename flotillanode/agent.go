@@ -31,6 +31,7 @@ import (
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
@@ -153,6 +154,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	s.initHealth()
+	s.initPodFields(ctx)
 	if err := s.initPodCaches(); err != nil {
 		return err
 	}
@@ -195,6 +197,13 @@ type shared struct {
 	overrides   provider.Overrides
 	health      clusternode.HealthChecker
 	memberPods  *clusternode.MemberPods
+	// fields is what the member's API knows of pods, memberBack tells
+	// that the member answers again after it could not be reached, and
+	// hostOnlyFields are the pod fields the host serves and flotilla's
+	// types do not know (pod_fields.go).
+	fields         *podfields.Member
+	memberBack     chan struct{}
+	hostOnlyFields []string
 	// wg counts the goroutines of the virtual nodes.
 	wg sync.WaitGroup
 }
@@ -282,6 +291,10 @@ func (s *shared) initHealth() {
 	if s.cfg.Health != nil {
 		check = s.cfg.Health
 	}
+	// A member back after an outage may have been upgraded: its pod
+	// schema is read again.
+	s.memberBack = make(chan struct{}, 1)
+	check = &reconnects{HealthChecker: check, back: s.memberBack}
 	s.health = newSharedHealth(check, s.cfg.HealthInterval/2, s.cfg.HealthInterval, clock.RealClock{})
 }
 
