@@ -88,6 +88,9 @@ func (s *shared) readMemberFields(ctx context.Context) {
 	}
 	unknown := podfields.Missing(podfields.Known(), served, "spec", "metadata")
 	s.fields.Served(version, unknown)
+	// Empty with every member version flotilla supports, as the host's
+	// are (initPodFields).
+	s.fields.ServesBeyond(podfields.Missing(served, podfields.Known(), "status"))
 	log.G(ctx).WithField("version", version).WithField("unknownFields", len(unknown)).Info("read the member's pod schema")
 }
 

@@ -6,19 +6,24 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
+	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -120,4 +125,60 @@ func (p *Provider) refuseFields(ctx context.Context, host *corev1.Pod, why strin
 func (p *Provider) fieldsRefused(key string, host *corev1.Pod) bool {
 	uid, ok := p.refusedFields.Load(key)
 	return ok && uid == host.UID
+}
+
+// reportStatusBeyond tells, on the host pod, the status fields the member
+// set on member pod m that flotilla's types do not know (MemberFields.
+// Beyond), and so cannot show in the host: the member pod is read as the
+// member stores it, only when the member serves such fields, and each
+// field is told once per host pod.
+func (p *Provider) reportStatusBeyond(ctx context.Context, key string, host *corev1.Pod, m *memberpod.Pod) {
+	if p.cfg.Fields == nil {
+		return
+	}
+	mf := p.cfg.Fields.Fields()
+	if len(mf.Beyond) == 0 {
+		return
+	}
+	v, _ := p.statusBeyond.LoadOrStore(key, &toldFields{uid: host.UID})
+	told := v.(*toldFields)
+	if told.uid != host.UID {
+		told = &toldFields{uid: host.UID}
+		p.statusBeyond.Store(key, told)
+	}
+	raw, err := kube.GetPodJSON(ctx, p.cfg.MemberClient, m.Namespace, m.Name)
+	if err != nil {
+		log.G(ctx).WithError(err).WithField("pod", key).Info("cannot read the member pod as stored to look for status fields flotilla does not know")
+		return
+	}
+	var obj map[string]any
+	if json.Unmarshal(raw, &obj) != nil {
+		return
+	}
+	for _, path := range mf.Beyond {
+		if !podfields.SetsJSON(obj, path) || !told.add(path) {
+			continue
+		}
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventStatusFieldNotCarried,
+			"cluster %s (%s) set %s, which flotilla-node's Kubernetes types do not know: it is not shown in the host",
+			p.cfg.NodeName, cmp.Or(mf.Version, "version unknown"), path)
+	}
+}
+
+// toldFields are the fields told of on one host pod.
+type toldFields struct {
+	uid  types.UID
+	mu   sync.Mutex
+	told []string
+}
+
+// add reports whether path was not told yet, and keeps it.
+func (t *toldFields) add(path string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if slices.Contains(t.told, path) {
+		return false
+	}
+	t.told = append(t.told, path)
+	return true
 }

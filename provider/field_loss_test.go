@@ -187,3 +187,48 @@ func TestHostFieldFlotillaDoesNotKnow(t *testing.T) {
 	w.createHostPod(boundPod("plain"))
 	w.runMemberPod(testNamespace, "plain")
 }
+
+// TestMemberStatusFieldFlotillaDoesNotKnow emulates a member newer than
+// flotilla-node's types: the v1.37.2 member's schema holds
+// status.volumeHealth, which the types are made not to know. When the
+// member sets it, the host pod is told once that it is not shown there.
+// (With flotilla's real types, the newest served release's, no member's
+// schema holds a status field they do not know.)
+func TestMemberStatusFieldFlotillaDoesNotKnow(t *testing.T) {
+	b, err := os.ReadFile("../internal/podfields/testdata/pod-v1.37.2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, err := podfields.Served(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := podfields.Known()
+	if got := podfields.Missing(member, known, "status"); len(got) != 0 {
+		t.Fatalf("flotilla's types lack %v of the v1.37.2 member's status fields", got)
+	}
+	delete(known, "status.volumeHealth")
+	fields := &podfields.Member{}
+	fields.Served("v1.37.2", nil)
+	fields.ServesBeyond(podfields.Missing(member, known, "status"))
+	w := newHarness(t, withFields(fields))
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	if n := len(w.events.find("web", wellknown.EventStatusFieldNotCarried)); n != 0 {
+		t.Fatalf("%d StatusFieldNotCarried events before the member set the field", n)
+	}
+	m, err := w.memberPod(testNamespace, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.VolumeHealth = []corev1.PodVolumeHealth{{Name: "data"}}
+	m.Status.PodIP = "10.0.0.8" // a change the host shows, for a sync
+	if _, err := w.member.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "cluster vn (v1.37.2) set status.volumeHealth, which flotilla-node's Kubernetes types do not know: it is not shown in the host"
+	w.eventually("StatusFieldNotCarried event", func() bool {
+		e := w.events.find("web", wellknown.EventStatusFieldNotCarried)
+		return len(e) == 1 && e[0].Message == want && e[0].Type == corev1.EventTypeWarning
+	})
+}

@@ -166,6 +166,9 @@ type Provider struct {
 	// member cannot run (refuseFields) to its UID, until the host pod is
 	// gone: its member pod, when there was one, went for that reason.
 	refusedFields sync.Map
+	// statusBeyond maps the key of a host pod to the status fields told of
+	// on it (reportStatusBeyond), until the host pod is gone.
+	statusBeyond sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers

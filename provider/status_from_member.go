@@ -67,6 +67,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	if host == nil {
 		p.seen.Delete(key)
 		p.refusedFields.Delete(key)
+		p.statusBeyond.Delete(key)
 		p.forgetHandBack(key)
 		p.nothingToWrite(key)
 		return nil
@@ -74,6 +75,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	switch {
 	case member != nil:
 		p.seen.Store(key, host.UID)
+		p.reportStatusBeyond(ctx, key, host, member)
 		if podstate.Terminal(host) {
 			p.nothingToWrite(key)
 			return nil

@@ -20,6 +20,7 @@ type Member struct {
 	version string
 	unknown []string
 	dropped []string
+	beyond  []string
 	notify  []func()
 }
 
@@ -28,13 +29,17 @@ type MemberFields struct {
 	Version string
 	// Unknown and Dropped are sorted paths.
 	Unknown, Dropped []string
+	// Beyond are the pod status fields the member serves and flotilla's
+	// types do not know: none while flotilla's types are at least the
+	// member's release, which they are on every supported version.
+	Beyond []string
 }
 
 // Fields returns a copy of what m holds.
 func (m *Member) Fields() MemberFields {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return MemberFields{Version: m.version, Unknown: slices.Clone(m.unknown), Dropped: slices.Clone(m.dropped)}
+	return MemberFields{Version: m.version, Unknown: slices.Clone(m.unknown), Dropped: slices.Clone(m.dropped), Beyond: slices.Clone(m.beyond)}
 }
 
 // OnChange has f called, without m's lock, whenever what m holds changes.
@@ -56,6 +61,15 @@ func (m *Member) Served(version string, unknown []string) {
 		m.version, m.unknown = version, slices.Clone(unknown)
 		return changed
 	})
+}
+
+// ServesBeyond records the pod status fields the member serves and
+// flotilla's types do not know (MemberFields.Beyond). Placement does not
+// depend on them: it changes nothing a virtual node publishes.
+func (m *Member) ServesBeyond(paths []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.beyond = slices.Clone(paths)
 }
 
 // Unknown adds fields the member refused as unknown (strict field
