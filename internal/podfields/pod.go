@@ -71,16 +71,18 @@ func fieldByJSON(v reflect.Value, name string) (reflect.Value, bool) {
 	if v.Kind() != reflect.Struct {
 		return reflect.Value{}, false
 	}
-	t := v.Type()
-	for i := range t.NumField() {
-		n, inline := jsonName(t.Field(i))
+	info := podTypes[v.Type()]
+	if info == nil {
+		info = indexTypes(v.Type())[v.Type()]
+	}
+	for _, f := range info.fields {
 		switch {
-		case inline:
-			if f, ok := fieldByJSON(reflect.Indirect(v.Field(i)), name); ok {
-				return f, true
+		case f.inline:
+			if got, ok := fieldByJSON(reflect.Indirect(v.Field(f.index)), name); ok {
+				return got, true
 			}
-		case n == name:
-			return v.Field(i), true
+		case f.name == name:
+			return v.Field(f.index), true
 		}
 	}
 	return reflect.Value{}, false
@@ -134,58 +136,129 @@ func setsJSON(v any, segs []string) bool {
 // leaves only for being empty. The walk follows only what sent sets, so
 // it costs in proportion to the spec, not to the type.
 func Lost(sent, stored *corev1.PodSpec) []string {
-	var out []string
-	lost(reflect.ValueOf(sent).Elem(), reflect.ValueOf(stored).Elem(), "spec", &out)
-	slices.Sort(out)
-	return slices.Compact(out)
+	w := lostWalk{path: make([]string, 1, 16)}
+	w.path[0] = "spec"
+	w.walk(reflect.ValueOf(sent).Elem(), reflect.ValueOf(stored).Elem())
+	slices.Sort(w.out)
+	return slices.Compact(w.out)
 }
 
-func lost(a, b reflect.Value, path string, out *[]string) {
-	for a.Kind() == reflect.Pointer {
-		if a.IsNil() {
-			return
+// lostWalk is one walk of Lost: the path ("[]" a segment of its own) is
+// joined only for a field lost,
+// so that the common walk, which finds none, allocates next to nothing.
+type lostWalk struct {
+	path []string
+	out  []string
+}
+
+func (w *lostWalk) lose(name string) {
+	var b strings.Builder
+	for _, seg := range append(w.path, name) {
+		if seg != "[]" && b.Len() > 0 {
+			b.WriteByte('.')
 		}
-		if b.IsNil() {
-			*out = append(*out, path)
-			return
+		b.WriteString(seg)
+	}
+	w.out = append(w.out, b.String())
+}
+
+func (w *lostWalk) walk(a, b reflect.Value) {
+	for a.Kind() == reflect.Pointer {
+		if a.IsNil() || b.IsNil() {
+			return // told by the caller
 		}
 		a, b = a.Elem(), b.Elem()
 	}
 	switch a.Kind() {
 	case reflect.Struct:
-		if opaque(a.Type()) {
+		info := podTypes[a.Type()]
+		if info == nil || info.opaque {
 			return
 		}
-		t := a.Type()
-		for i := range t.NumField() {
-			name, inline := jsonName(t.Field(i))
-			fa, fb := a.Field(i), b.Field(i)
-			if inline {
-				lost(fa, fb, path, out)
+		for _, f := range info.fields {
+			fa, fb := a.Field(f.index), b.Field(f.index)
+			if f.inline {
+				w.walk(fa, fb)
 				continue
 			}
-			if name == "" || !nonZero(fa) {
+			if !nonZero(fa) {
 				continue
 			}
-			p := join(path, name)
 			if !nonZero(fb) {
-				*out = append(*out, p)
+				w.lose(f.name)
 				continue
 			}
-			lost(fa, fb, p, out)
+			w.path = append(w.path, f.name)
+			w.walk(fa, fb)
+			w.path = w.path[:len(w.path)-1]
 		}
 	case reflect.Slice:
-		et := a.Type().Elem()
-		for et.Kind() == reflect.Pointer {
-			et = et.Elem()
-		}
-		if et.Kind() != reflect.Struct {
+		if !podTypes.structs(a.Type().Elem()) {
 			return
 		}
+		w.path = append(w.path, "[]")
 		for i := range min(a.Len(), b.Len()) {
-			lost(a.Index(i), b.Index(i), path+"[]", out)
+			w.walk(a.Index(i), b.Index(i))
+		}
+		w.path = w.path[:len(w.path)-1]
+	}
+}
+
+// typeInfo is what a walk needs of a struct type, read once from its
+// json tags: Lost runs for every pod created, and reading tags and
+// method sets is most of a walk's cost.
+type typeInfo struct {
+	opaque bool
+	fields []fieldInfo
+}
+
+type fieldInfo struct {
+	index  int
+	name   string
+	inline bool
+}
+
+type typeIndex map[reflect.Type]*typeInfo
+
+// podTypes indexes the struct types of a corev1.Pod. It is built once
+// and only read.
+var podTypes = indexTypes(reflect.TypeFor[corev1.Pod]())
+
+func indexTypes(root reflect.Type) typeIndex {
+	idx := typeIndex{}
+	var add func(t reflect.Type)
+	add = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || idx[t] != nil {
+			return
+		}
+		info := &typeInfo{opaque: opaque(t)}
+		idx[t] = info
+		if info.opaque {
+			return
+		}
+		for i := range t.NumField() {
+			name, inline := jsonName(t.Field(i))
+			if name == "" && !inline {
+				continue
+			}
+			info.fields = append(info.fields, fieldInfo{index: i, name: name, inline: inline})
+			add(t.Field(i).Type)
 		}
 	}
+	add(root)
+	return idx
+}
+
+// structs reports whether items of type t are structs a walk goes into.
+func (idx typeIndex) structs(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	info := idx[t]
+	return info != nil && !info.opaque
 }
 
 // unknownField is how an apiserver names a field that strict field

@@ -195,3 +195,51 @@ func TestMemberKeepsWhatItLearns(t *testing.T) {
 		t.Errorf("after an upgrade: %+v", f)
 	}
 }
+
+// BenchmarkLost is the comparison every pod create pays: a pod of two
+// containers with probes, mounts and environment, stored as sent plus
+// the defaults and admission's additions.
+func BenchmarkLost(b *testing.B) {
+	c := corev1.Container{Name: "app", Image: "registry.example/app:1.2.3",
+		Env:          []corev1.EnvVar{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}},
+		Ports:        []corev1.ContainerPort{{ContainerPort: 8080, Protocol: "TCP"}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "cfg", MountPath: "/cfg"}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz"}},
+			PeriodSeconds: 5},
+	}
+	sent := corev1.PodSpec{Containers: []corev1.Container{c, *c.DeepCopy()},
+		Volumes:     []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cfg"}}}}},
+		Tolerations: []corev1.Toleration{{Key: "k", Operator: "Exists"}}, NodeSelector: map[string]string{"disk": "ssd"}}
+	stored := sent.DeepCopy()
+	stored.SchedulerName, stored.RestartPolicy, stored.DNSPolicy = "default-scheduler", "Always", "ClusterFirst"
+	b.ReportAllocs()
+	for b.Loop() {
+		if Lost(&sent, stored) != nil {
+			b.Fatal("lost")
+		}
+	}
+}
+
+// BenchmarkSets is what placement pays per pod and cluster for each field
+// a member does not know: v1.34.4 lacks some fifty of flotilla's.
+func BenchmarkSets(b *testing.B) {
+	doc, err := os.ReadFile("testdata/pod-v1.34.4.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served, err := Served(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	missing := Missing(Known(), served, "spec", "metadata")
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", LivenessProbe: &corev1.Probe{}}, {Name: "b"}},
+		Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{}}}}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range missing {
+			if Sets(pod, p) {
+				b.Fatal(p)
+			}
+		}
+	}
+}
