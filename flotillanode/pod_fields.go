@@ -39,7 +39,10 @@ func readPodSchema(ctx context.Context, c kube.Interface) (string, podfields.Set
 	if err != nil {
 		return "", nil, fmt.Errorf("read the version: %w", err)
 	}
-	doc, err := d.RESTClient().Get().AbsPath("/openapi/v3/api/v1").DoRaw(ctx)
+	// JSON whatever the client's content type: the OpenAPI handler
+	// serves no Kubernetes protobuf, and answers 406 to a client that
+	// asks only for it.
+	doc, err := d.RESTClient().Get().AbsPath("/openapi/v3/api/v1").SetHeader("Accept", "application/json").DoRaw(ctx)
 	if err != nil {
 		return "", nil, fmt.Errorf("read the OpenAPI v3 schema of api/v1: %w", err)
 	}

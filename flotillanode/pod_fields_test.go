@@ -32,6 +32,10 @@ func apiserver(t *testing.T, version string, reads *atomic.Int32) kube.Interface
 		case "/version":
 			_, _ = w.Write([]byte(`{"major":"1","minor":"34","gitVersion":"` + version + `"}`))
 		case "/openapi/v3/api/v1":
+			if a := r.Header.Get("Accept"); a != "application/json" {
+				w.WriteHeader(http.StatusNotAcceptable)
+				return
+			}
 			reads.Add(1)
 			_, _ = w.Write(doc)
 		default:
@@ -39,7 +43,8 @@ func apiserver(t *testing.T, version string, reads *atomic.Int32) kube.Interface
 		}
 	}))
 	t.Cleanup(srv.Close)
-	c, err := kube.NewForConfig(&rest.Config{Host: srv.URL})
+	// flotilla-node's clients speak protobuf.
+	c, err := kube.NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}})
 	if err != nil {
 		t.Fatal(err)
 	}
