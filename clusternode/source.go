@@ -68,6 +68,10 @@ type Source struct {
 	pods  *MemberPods
 
 	dirty chan struct{}
+	// urgent asks for a rebuild without the debounce: what the member
+	// knows of pods changed, and until placement sees it every pod a
+	// controller makes again is sent where it cannot run.
+	urgent chan struct{}
 
 	mu        sync.Mutex
 	notify    func(*corev1.Node)
@@ -102,10 +106,11 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		cfg.KubeletAPIInterval = 30 * time.Second
 	}
 	p := &Source{
-		cfg:   cfg,
-		nodes: cfg.Informers.Nodes().Lister(),
-		pods:  cfg.Pods,
-		dirty: make(chan struct{}, 1),
+		cfg:    cfg,
+		nodes:  cfg.Informers.Nodes().Lister(),
+		pods:   cfg.Pods,
+		dirty:  make(chan struct{}, 1),
+		urgent: make(chan struct{}, 1),
 	}
 	if p.pods == nil {
 		var err error
@@ -129,7 +134,12 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	// the next build reads.
 	p.pods.subscribe(pods)
 	if cfg.Fields != nil {
-		cfg.Fields.OnChange(p.markDirty)
+		cfg.Fields.OnChange(func() {
+			select {
+			case p.urgent <- struct{}{}:
+			default:
+			}
+		})
 	}
 	return p, nil
 }
@@ -293,6 +303,7 @@ func (p *Source) Run(ctx context.Context) {
 			if !changed {
 				continue
 			}
+		case <-p.urgent:
 		case <-p.dirty:
 			// Let a burst of pod events settle before walking all pods again.
 			select {
