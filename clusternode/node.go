@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -81,6 +82,9 @@ type Snapshot struct {
 	// node's KubernetesVersionSupported condition says whether both are
 	// ones flotilla supports.
 	Versions *Versions
+	// Fields is what the member's API knows of pods, published in the fit
+	// model so that placement avoids a cluster that would lose a field.
+	Fields podfields.MemberFields
 }
 
 // Versions are the GitVersions of the host's and the member's apiservers;
@@ -127,6 +131,12 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	}
 	all, others := usedOn(eligible, usage, keyOf(cfg.Owner()))
 	alloc := allocatable(eligible, others)
+	model := fit.BuildFrom(eligible, func(node string) fit.NodeUse {
+		// What this virtual node forwarded the host can preempt; the
+		// member's scheduler, any pod of lower priority.
+		return fit.NodeUse{All: all[node], Preemptible: usage.ByPriority(node, keyOf(cfg.Owner())), ByPriority: usage.AllByPriority(node)}
+	}, cfg.Grow)
+	model.Kubernetes, model.UnknownFields, model.DroppedFields = snap.Fields.Version, snap.Fields.Unknown, snap.Fields.Dropped
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   cfg.Name,
@@ -134,11 +144,7 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 			// The sum above is what the host scheduler counts; the model
 			// is what its nodes really are, so placement can tell a pod
 			// that fits the sum from one that fits a node (package fit).
-			Annotations: map[string]string{wellknown.FitModelAnnotation: fit.BuildFrom(eligible, func(node string) fit.NodeUse {
-				// What this virtual node forwarded the host can preempt;
-				// the member's scheduler, any pod of lower priority.
-				return fit.NodeUse{All: all[node], Preemptible: usage.ByPriority(node, keyOf(cfg.Owner())), ByPriority: usage.AllByPriority(node)}
-			}, cfg.Grow).Encode()},
+			Annotations: map[string]string{wellknown.FitModelAnnotation: model.Encode()},
 		},
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{

@@ -21,6 +21,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
+	"flotilla.io/flotilla/internal/podfields"
 )
 
 var _ node.NodeProvider = (*Source)(nil)
@@ -53,6 +54,9 @@ type SourceConfig struct {
 	// failures in a row set the KubeletAPIUnreachable condition.
 	KubeletAPI         HealthChecker
 	KubeletAPIInterval time.Duration
+	// Fields, when set, is what the member's API knows of pods; the node
+	// is rebuilt whenever it changes.
+	Fields *podfields.Member
 }
 
 // Source is the source of a virtual node's state, virtual-kubelet's
@@ -65,6 +69,10 @@ type Source struct {
 	pods  *MemberPods
 
 	dirty chan struct{}
+	// urgent asks for a rebuild without the debounce: what the member
+	// knows of pods changed, and until placement sees it every pod a
+	// controller makes again is sent where it cannot run.
+	urgent chan struct{}
 
 	mu        sync.Mutex
 	notify    func(*corev1.Node)
@@ -101,10 +109,11 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 		cfg.KubeletAPIInterval = 30 * time.Second
 	}
 	p := &Source{
-		cfg:   cfg,
-		nodes: cfg.Informers.Nodes().Lister(),
-		pods:  cfg.Pods,
-		dirty: make(chan struct{}, 1),
+		cfg:    cfg,
+		nodes:  cfg.Informers.Nodes().Lister(),
+		pods:   cfg.Pods,
+		dirty:  make(chan struct{}, 1),
+		urgent: make(chan struct{}, 1),
 	}
 	if p.pods == nil {
 		var err error
@@ -127,6 +136,14 @@ func NewSource(cfg SourceConfig) (*Source, error) {
 	// A pod change reaches it once counted in the member's usage, which
 	// the next build reads.
 	p.pods.subscribe(pods)
+	if cfg.Fields != nil {
+		cfg.Fields.OnChange(func() {
+			select {
+			case p.urgent <- struct{}{}:
+			default:
+			}
+		})
+	}
 	return p, nil
 }
 
@@ -252,6 +269,9 @@ func (p *Source) buildLocked() *corev1.Node {
 	}
 	snap.Nodes, _ = p.nodes.List(labels.Everything())
 	snap.Usage = p.pods.Usage()
+	if p.cfg.Fields != nil {
+		snap.Fields = p.cfg.Fields.Fields()
+	}
 	return Build(p.cfg.Node, snap, p.last, p.cfg.Clock.Now())
 }
 
@@ -299,6 +319,7 @@ func (p *Source) Run(ctx context.Context) {
 			if !changed {
 				continue
 			}
+		case <-p.urgent:
 		case <-p.dirty:
 			// Let a burst of pod events settle before walking all pods again.
 			select {

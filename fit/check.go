@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/klog/v2"
 
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -170,6 +171,9 @@ func (c *Cluster) Check(d Demand) Verdict {
 	if m == nil {
 		return Verdict{Fits: true}
 	}
+	if why := c.fieldRefusal(d); why != "" {
+		return Verdict{Known: true, Reason: why}
+	}
 	w := c.want(d)
 	matched := false
 	var taint *corev1.Taint
@@ -274,6 +278,9 @@ func (c *Cluster) Replicas(d Demand) (int64, bool) {
 	if m == nil || m.Omitted > 0 {
 		return 0, false
 	}
+	if c.fieldRefusal(d) != "" {
+		return 0, true
+	}
 	w := c.want(d)
 	if len(w.missing) > 0 {
 		return 0, true
@@ -307,7 +314,7 @@ func copies(free, want []int64) int64 {
 // CanGrow reports whether a node the cluster can add would hold the pod.
 func (c *Cluster) CanGrow(d Demand) bool {
 	m := c.Model
-	if m == nil || len(m.Grow) == 0 {
+	if m == nil || len(m.Grow) == 0 || c.fieldRefusal(d) != "" {
 		return false
 	}
 	w := c.want(d)
@@ -408,4 +415,44 @@ func MemberConstraintsOf(pod *corev1.Pod) (MemberConstraints, bool, error) {
 		return MemberConstraints{}, false, fmt.Errorf("annotation %s: %w", wellknown.MemberConstraintsAnnotation, err)
 	}
 	return mc, true, nil
+}
+
+// fieldRefusal says why the cluster cannot run the pod when it sets a
+// field the member does not know or drops; "" when it sets none. The
+// lists are short (the fields a release added since the member's), and
+// each is looked up along its path only.
+func (c *Cluster) fieldRefusal(d Demand) string {
+	m := c.Model
+	for _, p := range m.UnknownFields {
+		if podfields.Sets(d.pod, p) {
+			return UnknownFieldReason(p, m.Kubernetes, c.Name)
+		}
+	}
+	for _, p := range m.DroppedFields {
+		if podfields.Sets(d.pod, p) {
+			return DroppedFieldReason(p, m.Kubernetes, c.Name)
+		}
+	}
+	return ""
+}
+
+// UnknownFieldReason says that the member of cluster, at version, does
+// not know the pod field at path: "spec.schedulingGroup is not known to
+// Kubernetes v1.34.4 in cluster shenzhen".
+func UnknownFieldReason(path, version, cluster string) string {
+	return fmt.Sprintf("%s is not known to %s in cluster %s", path, kubernetes(version), cluster)
+}
+
+// DroppedFieldReason says that the member of cluster, at version, stored
+// a pod without the field at path that it was sent with: a feature gate
+// is off there.
+func DroppedFieldReason(path, version, cluster string) string {
+	return fmt.Sprintf("%s is dropped by %s in cluster %s (its feature gate is off there)", path, kubernetes(version), cluster)
+}
+
+func kubernetes(version string) string {
+	if version == "" {
+		return "the Kubernetes version"
+	}
+	return "Kubernetes " + version
 }

@@ -43,6 +43,18 @@ type Model struct {
 	// Grow, when the cluster can add nodes, are the shapes of the nodes it
 	// can add.
 	Grow []Shape `json:"grow,omitempty"`
+	// Kubernetes is the member's Kubernetes version ("v1.34.4"), when
+	// known. Older models have none, and older readers ignore it.
+	Kubernetes string `json:"kubernetes,omitempty"`
+	// UnknownFields are the pod fields flotilla's types know and the
+	// member's API does not serve, by path ("spec.schedulingGroup",
+	// "spec.volumes[].emptyDir.mode"; see package podfields): the member
+	// would prune them from a pod. DroppedFields are those the member
+	// stored empty when a pod was sent with them (a feature gate off
+	// there). A pod that sets one cannot run in the cluster. Older models
+	// have none, and older readers ignore them.
+	UnknownFields []string `json:"unknownFields,omitempty"`
+	DroppedFields []string `json:"droppedFields,omitempty"`
 }
 
 // Group is a set of member nodes with the same labels and taints.

@@ -31,6 +31,7 @@ import (
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
@@ -156,6 +157,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		return err
 	}
 	s.initHealth()
+	s.initPodFields(ctx)
 	if err := s.initPodCaches(); err != nil {
 		return err
 	}
@@ -200,6 +202,13 @@ type shared struct {
 	health      clusternode.HealthChecker
 	memberPods  *clusternode.MemberPods
 	versions    *versionWatch
+	// fields is what the member's API knows of pods, memberBack asks for
+	// it to be read again (the member's version changed), and
+	// hostOnlyFields are the pod fields the host serves and flotilla's
+	// types do not know (pod_fields.go).
+	fields         *podfields.Member
+	memberBack     chan struct{}
+	hostOnlyFields []string
 	// wg counts the goroutines of the virtual nodes.
 	wg sync.WaitGroup
 }
@@ -274,6 +283,8 @@ func (s *shared) startVersions(ctx context.Context, vns []*virtualNode) {
 	for _, vn := range vns {
 		s.versions.subscribe(vn.nodes.SetVersions)
 	}
+	// A member at a new version serves another pod schema.
+	s.versions.subscribe(s.memberVersionSeen)
 	s.wg.Go(func() { s.versions.run(ctx) })
 }
 

@@ -105,6 +105,7 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 		FailureThreshold:   cfg.FailureThreshold,
 		KubeletAPI:         kubeletAPIProbe(cfg, vc.Name),
 		KubeletAPIInterval: cfg.KubeletAPIProbeInterval,
+		Fields:             s.fields,
 	})
 }
 
@@ -133,6 +134,8 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, podInformer corev1in
 		Metrics:         cfg.Metrics,
 		HandBackAfter:   handBackAfter(vc.Placement),
 		StorageClasses:  vc.StorageClasses,
+		Fields:          s.fields,
+		HostOnlyFields:  s.hostOnlyFields,
 	})
 }
 

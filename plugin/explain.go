@@ -303,6 +303,9 @@ func verdict(pod *corev1.Pod, x *Explanation, events []corev1.Event) string {
 	if e := latest(wellknown.EventMandatorySecretNotFound, wellknown.EventMandatoryConfigMapNotFound); e != nil && !podstate.Ready(pod) && pod.Status.StartTime == nil {
 		return "Held back by flotilla, not forwarded to " + where + ": " + e.Message
 	}
+	if pod.Status.Reason == wellknown.ReasonFieldNotSupported {
+		return "Not run in " + where + ", which would lose a field it sets: " + pod.Status.Message
+	}
 	if x.Cluster.Ready != corev1.ConditionTrue {
 		msg := x.Cluster.ReadyMessage
 		if msg == "" {

@@ -69,6 +69,12 @@ func TestVerdict(t *testing.T) {
 		},
 		want: `Held back by flotilla, not forwarded to cluster beijing: Mandatory secret "db" not found; the pod is not forwarded to cluster beijing until it exists`,
 	}, {
+		name: "refused for a field its cluster's Kubernetes drops",
+		pod: corev1.Pod{Spec: corev1.PodSpec{NodeName: "beijing"}, Status: corev1.PodStatus{Phase: corev1.PodPending, Reason: "FieldNotSupported",
+			Message: "spec.hostnameOverride is dropped by Kubernetes v1.34.4 in cluster beijing (its feature gate is off there). Not run there"}},
+		node: ready,
+		want: "Not run in cluster beijing, which would lose a field it sets: spec.hostnameOverride is dropped by Kubernetes v1.34.4 in cluster beijing (its feature gate is off there). Not run there",
+	}, {
 		name: "cluster dark",
 		pod:  corev1.Pod{Spec: corev1.PodSpec{NodeName: "beijing"}, Status: running},
 		node: &Cluster{Name: "beijing", Ready: corev1.ConditionFalse, ReadyMessage: "member cluster apiserver is unreachable: connection refused"},

@@ -10,8 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"flotilla.io/flotilla/fit"
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/mirror"
@@ -69,6 +71,12 @@ func (p *Provider) CreatePod(ctx context.Context, pod *corev1.Pod) (err error) {
 // forwarded because an object it needs is missing in the host, which is
 // reported on the pod, and forwarded again once the object exists.
 func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err error) {
+	if why, err := p.unsupported(ctx, pod); err != nil || why != "" {
+		if err != nil {
+			return false, err
+		}
+		return true, p.refuseFields(ctx, pod, why)
+	}
 	t := p.target(pod.Namespace)
 	if err := p.mirrors.Namespaces.Ensure(ctx, t.Namespace, pod.Namespace); err != nil {
 		return false, err
@@ -90,7 +98,15 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 	if err := Confine(member, p.cfg.Partition); err != nil {
 		return false, fmt.Errorf("pod %s/%s on virtual cluster %s: %w", pod.Namespace, pod.Name, t.Cluster, err)
 	}
-	err = kube.CreatePod(ctx, p.cfg.MemberClient, member)
+	stored, err := kube.CreatePod(ctx, p.cfg.MemberClient, member)
+	if unknown := podfields.UnknownInError(err); len(unknown) > 0 {
+		// Strict field validation: the member does not know a field the
+		// pod sets, and its schema did not tell (it was not read yet).
+		if p.cfg.Fields != nil {
+			p.cfg.Fields.Unknown(unknown...)
+		}
+		return true, p.refuseFields(ctx, pod, fit.UnknownFieldReason(unknown[0], p.memberVersion(), t.Cluster))
+	}
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		if err := p.adopt(ctx, pod, t); err != nil {
@@ -111,6 +127,15 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w: %w", t.Namespace, pod.Name, t.Cluster, err, transient.ErrRetry)
 	case err != nil:
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
+	}
+	if err == nil { // not adopted
+		lost, err := p.createdWithout(ctx, member, stored)
+		if err != nil {
+			return false, err
+		}
+		if len(lost) > 0 {
+			return true, p.refuseFields(ctx, pod, fit.DroppedFieldReason(lost[0], p.memberVersion(), t.Cluster))
+		}
 	}
 	p.cfg.Metrics.memberPodCreated(p.cfg.NodeName, pod)
 	// Ephemeral containers added before the pod was forwarded (while it
@@ -136,4 +161,12 @@ func (p *Provider) ensurePriorityClass(ctx context.Context, pod *corev1.Pod) err
 			p.cfg.NodeName, pod.Spec.PriorityClassName, out.Value, *pod.Spec.Priority)
 	}
 	return nil
+}
+
+// memberVersion is the member's Kubernetes version, as far as known.
+func (p *Provider) memberVersion() string {
+	if p.cfg.Fields == nil {
+		return ""
+	}
+	return p.cfg.Fields.Fields().Version
 }

@@ -27,6 +27,7 @@ import (
 
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podfields"
 )
 
 // The harness runs flotilla's Provider under virtual-kubelet's real
@@ -56,6 +57,10 @@ type harnessConfig struct {
 	handBackAfter time.Duration
 	// storageClasses is the provider's StorageClasses.
 	storageClasses map[string]string
+	// fields and hostOnlyFields are the provider's Fields and
+	// HostOnlyFields.
+	fields         *podfields.Member
+	hostOnlyFields []string
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -140,6 +145,8 @@ func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 		Metrics:         cfg.metrics,
 		HandBackAfter:   cfg.handBackAfter,
 		StorageClasses:  cfg.storageClasses,
+		Fields:          cfg.fields,
+		HostOnlyFields:  cfg.hostOnlyFields,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podcache"
+	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
 	"flotilla.io/flotilla/provider/mirror"
@@ -82,6 +83,17 @@ type Config struct {
 	// HandBackAfter is how long a forwarded pod may stay unschedulable in
 	// the member before it is handed back (hand_back.go); 0 never.
 	HandBackAfter time.Duration
+	// Fields, when set, is what the member's API knows of pods, shared by
+	// the member's virtual nodes: a pod that sets a field the member does
+	// not know or drops is not forwarded, and a field found lost when a
+	// pod is created there is added to it (field_loss.go).
+	Fields *podfields.Member
+	// HostOnlyFields are the pod fields the host's API serves and
+	// flotilla's types do not know: a pod that sets one is refused rather
+	// than forwarded without it. flotilla links the newest Kubernetes
+	// release it serves, so this is empty with every host version it
+	// supports; it guards a host upgraded past flotilla-node.
+	HostOnlyFields []string
 }
 
 // env is what the pod lifecycle and the dependency mirror share: the
@@ -150,6 +162,13 @@ type Provider struct {
 	// they went (rememberGone), until the status sync their deletion
 	// queued takes them.
 	gone sync.Map
+	// refusedFields maps the key of a host pod refused for a field the
+	// member cannot run (refuseFields) to its UID, until the host pod is
+	// gone: its member pod, when there was one, went for that reason.
+	refusedFields sync.Map
+	// statusBeyond maps the key of a host pod to the status fields told of
+	// on it (reportStatusBeyond), until the host pod is gone.
+	statusBeyond sync.Map
 }
 
 // New returns a provider whose Run must be called, and the member informers

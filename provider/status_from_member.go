@@ -66,6 +66,8 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	}
 	if host == nil {
 		p.seen.Delete(key)
+		p.refusedFields.Delete(key)
+		p.statusBeyond.Delete(key)
 		p.forgetHandBack(key)
 		p.nothingToWrite(key)
 		return nil
@@ -73,6 +75,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	switch {
 	case member != nil:
 		p.seen.Store(key, host.UID)
+		p.reportStatusBeyond(ctx, key, host, member)
 		if podstate.Terminal(host) {
 			p.nothingToWrite(key)
 			return nil
@@ -100,6 +103,13 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	default:
 		if p.handedBack(key, host) {
 			p.seen.Delete(key)
+			return nil
+		}
+		if p.fieldsRefused(key, host) {
+			// Deleted by flotilla for a field the member lost; the pod
+			// says so already (refuseFields).
+			p.seen.Delete(key)
+			p.nothingToWrite(key)
 			return nil
 		}
 		if !gone || why.hostUID != host.UID {

@@ -2,16 +2,18 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
 
-// The writes below are the writes flotilla-node makes for every pod it
+// The writes below, but CreatePod, are the writes flotilla-node makes for every pod it
 // forwards, whose answer it does not read: the apiserver answers each with
 // the whole object, which the typed client buffers and decodes (a tenth of
 // the CPU the decoding of a watch event costs, for each of these writes).
@@ -19,14 +21,25 @@ import (
 // errors, and read the answer into nothing. A client without a REST client
 // of its own (client-go's fake clientset) gets the typed call.
 
-// CreatePod creates pod in its namespace.
-func CreatePod(ctx context.Context, c Interface, pod *corev1.Pod) error {
+// CreatePod creates pod in its namespace with strict field validation (a
+// field the apiserver does not know is an error, not pruned in silence)
+// and returns the pod as the apiserver stored it, for the caller to check
+// that nothing it sent was dropped. Unlike the writes below, this one
+// decodes its answer: it is the only way to see a field a feature gate
+// cleared.
+func CreatePod(ctx context.Context, c Interface, pod *corev1.Pod) (*corev1.Pod, error) {
+	opts := metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}
 	rc := restClient(c)
 	if rc == nil {
-		_, err := c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		return err
+		return c.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts)
 	}
-	return send(ctx, rc.Post().Namespace(pod.Namespace).Resource("pods").Body(pod))
+	stored := &corev1.Pod{}
+	err := rc.Post().Namespace(pod.Namespace).Resource("pods").
+		VersionedParams(&opts, scheme.ParameterCodec).Body(pod).Do(ctx).Into(stored)
+	if err != nil {
+		return nil, err
+	}
+	return stored, nil
 }
 
 // UpdatePodStatus writes pod's status (its pods/status subresource).
@@ -83,4 +96,19 @@ func send(ctx context.Context, r *rest.Request) error {
 func restClient(c Interface) *rest.RESTClient {
 	rc, _ := c.CoreV1().RESTClient().(*rest.RESTClient)
 	return rc // nil for a fake clientset, whose REST client is a nil *rest.RESTClient
+}
+
+// GetPodJSON returns the pod namespace/name as the apiserver stores it, in
+// JSON: with fields the typed client's types do not know. A fake
+// clientset gives the typed pod, encoded.
+func GetPodJSON(ctx context.Context, c Interface, namespace, name string) ([]byte, error) {
+	rc := restClient(c)
+	if rc == nil {
+		pod, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(pod)
+	}
+	return rc.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Raw()
 }

@@ -19,8 +19,9 @@ import (
 )
 
 // TestWritesLeaveTheAnswer: CreatePod, UpdatePodStatus, DeletePod,
-// CreateEvent and PatchEvent send what the typed client sends, do not decode the object
-// the apiserver answers with (an answer that does not decode is no error),
+// CreateEvent and PatchEvent send what the typed client sends; all but
+// CreatePod do not decode the object the apiserver answers with (an
+// answer that does not decode is no error);
 // are retried when the apiserver asks, and return the apiserver's errors as
 // the typed client does.
 func TestWritesLeaveTheAnswer(t *testing.T) {
@@ -54,6 +55,19 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 			_, _ = w.Write(body)
 			return
 		}
+		if r.Method == http.MethodPost && r.URL.Path == "/api/v1/namespaces/app/pods" {
+			// CreatePod reads what was stored, asking for strict field
+			// validation.
+			if v := r.URL.Query().Get("fieldValidation"); v != "Strict" {
+				t.Errorf("create pod with fieldValidation %q, want Strict", v)
+			}
+			stored := &corev1.Pod{TypeMeta: metav1.TypeMeta{Kind: "Pod", APIVersion: "v1"}, ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", UID: "u1"}}
+			body, _ := runtime.Encode(scheme.Codecs.LegacyCodec(corev1.SchemeGroupVersion), stored)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write(body)
+			return
+		}
 		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
 		w.WriteHeader(status)
 		_, _ = w.Write(bytes.Repeat([]byte("not an object"), 1000))
@@ -65,15 +79,15 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 	}
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", ResourceVersion: "7"}}
-	if err := CreatePod(ctx, c, pod); err != nil {
-		t.Errorf("create: %v", err)
+	if stored, err := CreatePod(ctx, c, pod); err != nil || stored.UID != "u1" {
+		t.Errorf("create: %v, %v", stored, err)
 	}
 	status = http.StatusOK
 	if err := UpdatePodStatus(ctx, c, pod); err != nil {
 		t.Errorf("status: %v", err)
 	}
 	status = http.StatusConflict
-	if err := CreatePod(ctx, c, pod); !apierrors.IsAlreadyExists(err) {
+	if _, err := CreatePod(ctx, c, pod); !apierrors.IsAlreadyExists(err) {
 		t.Errorf("create of an existing pod: %v", err)
 	}
 	if err := UpdatePodStatus(ctx, c, pod); !apierrors.IsConflict(err) {
@@ -124,7 +138,7 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 
 	// A fake clientset has no REST client: the typed calls serve it.
 	f := fake.NewClientset()
-	if err := CreatePod(ctx, f, pod); err != nil {
+	if _, err := CreatePod(ctx, f, pod); err != nil {
 		t.Fatal(err)
 	}
 	pod.Status.Phase = corev1.PodRunning
@@ -154,7 +168,7 @@ func TestWritesLeaveTheAnswer(t *testing.T) {
 
 // BenchmarkWriteAnswer compares what a pod create costs the client with its
 // answer (a 6 KB pod) buffered, as Do does, and read into nothing, as
-// CreatePod does.
+// UpdatePodStatus does.
 func BenchmarkWriteAnswer(b *testing.B) {
 	answer := bytes.Repeat([]byte{'p'}, 6<<10)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,7 +196,7 @@ func BenchmarkWriteAnswer(b *testing.B) {
 	b.Run("discarded", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := CreatePod(ctx, c, pod); err != nil {
+			if err := send(ctx, rc.Post().Namespace("app").Resource("pods").Body(pod)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -177,3 +177,23 @@ const (
 	// scheduler can preempt lower-priority pods there for it.
 	EventPreemptingInMember = "PreemptingInMember"
 )
+
+// On host pods, by flotilla-node, for fields a Kubernetes version cannot
+// carry.
+const (
+	// EventFieldNotSupported: the pod sets a field that the member's
+	// Kubernetes does not know or drops (a feature gate off there), or
+	// that the host knows and flotilla's types do not; the message names
+	// the field, the version and the cluster. The pod is not run there: a
+	// pod with a controller is deleted for it to make a replacement that
+	// placement sends elsewhere, a bare pod stays Pending with
+	// ReasonFieldNotSupported.
+	EventFieldNotSupported = "FieldNotSupported"
+	// ReasonFieldNotSupported is the status reason of a bare host pod
+	// that waits because of EventFieldNotSupported.
+	ReasonFieldNotSupported = "FieldNotSupported"
+	// EventStatusFieldNotCarried: the member set a status field of the
+	// pod that flotilla's types do not know, so it is not shown in the
+	// host; the message names the field and the cluster.
+	EventStatusFieldNotCarried = "StatusFieldNotCarried"
+)
