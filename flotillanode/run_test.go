@@ -22,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/provider"
 )
@@ -77,17 +78,9 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 	})
 	host := fake.NewClientset()
 	reg := prometheus.NewRegistry()
-	a, err := New(Config{
-		HostClient: host, MemberClient: member, Installation: "test",
-		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
-		NodeIP:          "127.0.0.1", BindAddress: "127.0.0.1", ServingCert: selfSigned(t),
-		Auth: func(string) (kubeletauth.Auth, error) { return kubeletauth.AllowAll(), nil },
-		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
-			return provider.Kubelet{Provider: p}, nil
-		},
-		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
-		SyncTimeout: 10 * time.Second, Health: healthy{}, Registerer: reg,
-	})
+	cfg := testConfig(t, host, member)
+	cfg.Registerer = reg
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,5 +124,22 @@ func TestRunReturnsOnlyWhenItsWritesAreDone(t *testing.T) {
 	}
 	if err := a.Err(); err != nil {
 		t.Errorf("Run() = %v after a plain stop, want nil", err)
+	}
+}
+
+// testConfig is an agent's configuration for one whole-member virtual node
+// "vn" between host and member, with small worker counts and a healthy
+// member.
+func testConfig(t *testing.T, host, member kube.Interface) Config {
+	return Config{
+		HostClient: host, MemberClient: member, Installation: "test",
+		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
+		NodeIP:          "127.0.0.1", BindAddress: "127.0.0.1", ServingCert: selfSigned(t),
+		Auth: func(string) (kubeletauth.Auth, error) { return kubeletauth.AllowAll(), nil },
+		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
+			return provider.Kubelet{Provider: p}, nil
+		},
+		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
+		SyncTimeout: 10 * time.Second, Health: healthy{},
 	}
 }

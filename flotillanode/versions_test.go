@@ -20,11 +20,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
-	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/wellknown"
-	"flotilla.io/flotilla/provider"
 	"flotilla.io/flotilla/test/poll"
 )
 
@@ -157,17 +154,9 @@ func TestUnsupportedMemberVersionOnTheVirtualNode(t *testing.T) {
 		},
 	})
 	host := newVersioned("v1.37.2")
-	a, err := New(Config{
-		HostClient: host, MemberClient: member, Installation: "test",
-		VirtualClusters: []v1alpha1.VirtualCluster{{Name: "vn", NamespaceMapping: v1alpha1.SameName}},
-		NodeIP:          "127.0.0.1", BindAddress: "127.0.0.1", ServingCert: selfSigned(t),
-		Auth: func(string) (kubeletauth.Auth, error) { return kubeletauth.AllowAll(), nil },
-		Kubelet: func(_ v1alpha1.VirtualCluster, p *provider.Provider) (provider.KubeletAPI, error) {
-			return provider.Kubelet{Provider: p}, nil
-		},
-		PodWorkers: 2, StatusWorkers: 2, HealthInterval: time.Second, FailureThreshold: 3,
-		SyncTimeout: 10 * time.Second, Health: healthy{}, VersionInterval: 100 * time.Millisecond,
-	})
+	cfg := testConfig(t, host, member)
+	cfg.VersionInterval = 100 * time.Millisecond
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
