@@ -110,5 +110,6 @@ func GetPodJSON(ctx context.Context, c Interface, namespace, name string) ([]byt
 		}
 		return json.Marshal(pod)
 	}
-	return rc.Get().Namespace(namespace).Resource("pods").Name(name).Do(ctx).Raw()
+	// JSON whatever the client speaks: a protobuf client would get protobuf.
+	return rc.Get().Namespace(namespace).Resource("pods").Name(name).SetHeader("Accept", "application/json").Do(ctx).Raw()
 }

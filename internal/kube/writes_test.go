@@ -202,3 +202,30 @@ func BenchmarkWriteAnswer(b *testing.B) {
 		}
 	})
 }
+
+// TestGetPodJSONAsksForJSON: flotilla's clients speak protobuf, whose
+// decoding would lose the fields GetPodJSON is there to read; it asks for
+// JSON whatever the client's content type.
+func TestGetPodJSONAsksForJSON(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json" {
+			w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+			_, _ = w.Write([]byte("k8s\x00protobuf"))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Pod","apiVersion":"v1","metadata":{"name":"p","namespace":"ns"},"spec":{"newerField":true}}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewForConfig(&rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := GetPodJSON(t.Context(), c, "ns", "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(raw, []byte(`"newerField":true`)) {
+		t.Errorf("GetPodJSON = %q, want the pod as JSON with the field the types do not know", raw)
+	}
+}
