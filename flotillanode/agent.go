@@ -209,6 +209,10 @@ type shared struct {
 	fields         *podfields.Member
 	memberBack     chan struct{}
 	hostOnlyFields []string
+	// hostLacks are the pod status fields flotilla's types know and the
+	// host (at hostVersion) does not serve.
+	hostLacks   []string
+	hostVersion string
 	// wg counts the goroutines of the virtual nodes.
 	wg sync.WaitGroup
 }

@@ -62,7 +62,7 @@ func (s *shared) initPodFields(ctx context.Context) {
 	s.fields = &podfields.Member{}
 	s.memberBack = make(chan struct{}, 1)
 	s.readMemberFields(ctx)
-	_, served, err := readPodSchema(ctx, s.cfg.HostClient)
+	hostVersion, served, err := readPodSchema(ctx, s.cfg.HostClient)
 	switch {
 	case errors.Is(err, errNoSchema):
 	case err != nil:
@@ -72,6 +72,9 @@ func (s *shared) initPodFields(ctx context.Context) {
 		// newest one's types. A host upgraded past flotilla-node would
 		// serve fields decoding drops; those pods are refused instead.
 		s.hostOnlyFields = podfields.Missing(served, podfields.Known(), "spec", "metadata")
+		// A host older than its member drops the status fields it does
+		// not know when flotilla writes a status; they are told of.
+		s.hostVersion, s.hostLacks = hostVersion, podfields.Missing(podfields.Known(), served, "status")
 		if len(s.hostOnlyFields) > 0 {
 			log.G(ctx).WithField("fields", s.hostOnlyFields).Warn("the host serves pod fields flotilla-node's types do not know: pods that set them are refused")
 		}

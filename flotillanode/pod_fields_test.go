@@ -74,6 +74,19 @@ func TestPodFieldsReadFromTheSchemas(t *testing.T) {
 	if len(s.hostOnlyFields) != 0 {
 		t.Errorf("the host serves %v that flotilla's types do not know", s.hostOnlyFields)
 	}
+	if len(s.hostLacks) != 0 || s.hostVersion != "v1.37.2" {
+		t.Errorf("a v1.37.2 host lacks status fields %v (version %q), want none", s.hostLacks, s.hostVersion)
+	}
+	// A host older than the types drops the status fields it came without.
+	var oldReads atomic.Int32
+	var oldHostVersion atomic.Value
+	oldHostVersion.Store("v1.34.4")
+	old := &shared{cfg: Config{MemberClient: apiserver(t, &memberVersion, &oldReads), HostClient: apiserver(t, &oldHostVersion, &oldReads)}}
+	old.initPodFields(ctx)
+	defer func() { cancel(); old.wg.Wait() }()
+	if !slices.Contains(old.hostLacks, "status.resources") || old.hostVersion != "v1.34.4" {
+		t.Errorf("a v1.34.4 host lacks status fields %v (version %q), want status.resources among them", old.hostLacks, old.hostVersion)
+	}
 
 	// The versions watch sees the version the schema was read at: no
 	// second read. Then the member at another version: its schema is read

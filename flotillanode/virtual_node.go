@@ -136,6 +136,8 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, podInformer corev1in
 		StorageClasses:  vc.StorageClasses,
 		Fields:          s.fields,
 		HostOnlyFields:  s.hostOnlyFields,
+		HostLacks:       s.hostLacks,
+		HostVersion:     s.hostVersion,
 	})
 }
 

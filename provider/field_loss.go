@@ -140,12 +140,7 @@ func (p *Provider) reportStatusBeyond(ctx context.Context, key string, host *cor
 	if len(mf.Beyond) == 0 {
 		return
 	}
-	v, _ := p.statusBeyond.LoadOrStore(key, &toldFields{uid: host.UID})
-	told := v.(*toldFields)
-	if told.uid != host.UID {
-		told = &toldFields{uid: host.UID}
-		p.statusBeyond.Store(key, told)
-	}
+	told := p.toldOf(key, host)
 	raw, err := kube.GetPodJSON(ctx, p.cfg.MemberClient, m.Namespace, m.Name)
 	if err != nil {
 		log.G(ctx).WithError(err).WithField("pod", key).Info("cannot read the member pod as stored to look for status fields flotilla does not know")
@@ -163,6 +158,37 @@ func (p *Provider) reportStatusBeyond(ctx context.Context, key string, host *cor
 			"cluster %s (%s) set %s, which flotilla-node's Kubernetes types do not know: it is not shown in the host",
 			p.cfg.NodeName, cmp.Or(mf.Version, "version unknown"), path)
 	}
+}
+
+// reportStatusHostLacks tells, on the host pod, the status fields member
+// pod m sets that the host's API does not serve (Config.HostLacks): the
+// host drops them when the status is written. Each field is told once per
+// host pod.
+func (p *Provider) reportStatusHostLacks(key string, host *corev1.Pod, m *memberpod.Pod) {
+	if len(p.cfg.HostLacks) == 0 {
+		return
+	}
+	status := &corev1.Pod{Status: m.Status}
+	for _, path := range p.cfg.HostLacks {
+		if !podfields.Sets(status, path) || !p.toldOf(key, host).add(path) {
+			continue
+		}
+		p.cfg.Recorder.Eventf(host, corev1.EventTypeWarning, wellknown.EventStatusFieldNotCarried,
+			"cluster %s set %s, which the host's Kubernetes (%s) does not know: it is not shown in the host",
+			p.cfg.NodeName, path, cmp.Or(p.cfg.HostVersion, "version unknown"))
+	}
+}
+
+// toldOf returns the fields told of on host pod key, forgetting those of
+// an earlier pod of the same name.
+func (p *Provider) toldOf(key string, host *corev1.Pod) *toldFields {
+	v, _ := p.statusBeyond.LoadOrStore(key, &toldFields{uid: host.UID})
+	told := v.(*toldFields)
+	if told.uid != host.UID {
+		told = &toldFields{uid: host.UID}
+		p.statusBeyond.Store(key, told)
+	}
+	return told
 }
 
 // toldFields are the fields told of on one host pod.

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktesting "k8s.io/client-go/testing"
@@ -231,4 +232,59 @@ func TestMemberStatusFieldFlotillaDoesNotKnow(t *testing.T) {
 		e := w.events.find("web", wellknown.EventStatusFieldNotCarried)
 		return len(e) == 1 && e[0].Message == want && e[0].Type == corev1.EventTypeWarning
 	})
+}
+
+// TestMemberStatusFieldAnOlderHostDoesNotKnow: a v1.34.4 host does not
+// serve the pod-level status.resources a newer member reports (it came
+// with 1.35); writing the status there would lose it, so the host pod is
+// told, once.
+func TestMemberStatusFieldAnOlderHostDoesNotKnow(t *testing.T) {
+	b, err := os.ReadFile("../internal/podfields/testdata/pod-v1.34.4.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := podfields.Served(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lacks := podfields.Missing(podfields.Known(), host, "status")
+	if !slices.Contains(lacks, "status.resources") {
+		t.Fatalf("a v1.34.4 host lacks %v, want status.resources among them", lacks)
+	}
+	w := newHarness(t, func(c *harnessConfig) { c.hostLacks, c.hostVersion = lacks, "v1.34.4" })
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	if n := len(w.events.find("web", wellknown.EventStatusFieldNotCarried)); n != 0 {
+		t.Fatalf("%d StatusFieldNotCarried events before the member set the field", n)
+	}
+	m, err := w.memberPod(testNamespace, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}
+	m.Status.PodIP = "10.0.0.8" // a change the host shows, for a sync
+	if _, err := w.member.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := "cluster vn set status.resources, which the host's Kubernetes (v1.34.4) does not know: it is not shown in the host"
+	w.eventually("StatusFieldNotCarried event", func() bool {
+		e := w.events.find("web", wellknown.EventStatusFieldNotCarried)
+		return len(e) == 1 && e[0].Message == want && e[0].Type == corev1.EventTypeWarning
+	})
+	// Another change: told once.
+	m, err = w.memberPod(testNamespace, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Status.PodIP = "10.0.0.9"
+	if _, err := w.member.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.eventually("the new pod IP in the host", func() bool {
+		p, err := w.host.CoreV1().Pods(testNamespace).Get(w.ctx, "web", metav1.GetOptions{})
+		return err == nil && p.Status.PodIP == "10.0.0.9"
+	})
+	if n := len(w.events.find("web", wellknown.EventStatusFieldNotCarried)); n != 1 {
+		t.Errorf("%d StatusFieldNotCarried events after two syncs, want 1", n)
+	}
 }

@@ -61,6 +61,10 @@ type harnessConfig struct {
 	// HostOnlyFields.
 	fields         *podfields.Member
 	hostOnlyFields []string
+	// hostLacks and hostVersion are the provider's HostLacks and
+	// HostVersion.
+	hostLacks   []string
+	hostVersion string
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -147,6 +151,8 @@ func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 		StorageClasses:  cfg.storageClasses,
 		Fields:          cfg.fields,
 		HostOnlyFields:  cfg.hostOnlyFields,
+		HostLacks:       cfg.hostLacks,
+		HostVersion:     cfg.hostVersion,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -91,9 +91,16 @@ type Config struct {
 	// HostOnlyFields are the pod fields the host's API serves and
 	// flotilla's types do not know: a pod that sets one is refused rather
 	// than forwarded without it. flotilla links the newest Kubernetes
-	// release it serves, so this is empty with every host version it
-	// supports; it guards a host upgraded past flotilla-node.
+	// release, so this holds only fields a later release removed (a 1.35
+	// host's alpha spec.workloadRef) or a host upgraded past flotilla-node.
 	HostOnlyFields []string
+	// HostLacks are the pod status fields flotilla's types know and the
+	// host's API does not serve (a host older than its member), and
+	// HostVersion the host's Kubernetes version: the host drops those
+	// fields when a status is written, so a member pod that sets one is
+	// told of on its host pod.
+	HostLacks   []string
+	HostVersion string
 }
 
 // env is what the pod lifecycle and the dependency mirror share: the

@@ -76,6 +76,7 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 	case member != nil:
 		p.seen.Store(key, host.UID)
 		p.reportStatusBeyond(ctx, key, host, member)
+		p.reportStatusHostLacks(key, host, member)
 		if podstate.Terminal(host) {
 			p.nothingToWrite(key)
 			return nil
