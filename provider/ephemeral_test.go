@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	ktesting "k8s.io/client-go/testing"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -107,7 +108,7 @@ func TestDebugAddsEphemeralContainer(t *testing.T) {
 // leaves an event with its message on the host pod, which keeps running.
 func TestDebugRefusedByMember(t *testing.T) {
 	w := newHarness(t)
-	w.member.PrependReactor("update", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.member.Fake, "update", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		if a.GetSubresource() != "ephemeralcontainers" {
 			return false, nil, nil
 		}

@@ -23,6 +23,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/mirror"
@@ -138,7 +139,7 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		w.runMemberPod(testNamespace, "web")
 		pods := corev1.SchemeGroupVersion.WithResource("pods")
 		// The member pod terminates for its grace period, as a kubelet's does.
-		w.member.PrependReactor("delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		kubetest.PrependReactor(&w.member.Fake, "delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 			d := a.(ktesting.DeleteAction)
 			obj, err := w.member.Tracker().Get(pods, d.GetNamespace(), d.GetName())
 			if err != nil {
@@ -178,7 +179,7 @@ func TestDeleteHostPodDeletesMemberPod(t *testing.T) {
 		w := newHarness(t)
 		w.createHostPod(boundPod("web"))
 		w.runMemberPod(testNamespace, "web")
-		w.member.PrependReactor("delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
+		kubetest.PrependReactor(&w.member.Fake, "delete", "pods", func(ktesting.Action) (bool, runtime.Object, error) {
 			return true, nil, nil // accepted; the watch shows nothing yet
 		})
 		w.markTerminating("web")

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -88,7 +89,7 @@ func TestBarePodIsNotHandedBack(t *testing.T) {
 func TestBoundMeanwhileIsNotHandedBack(t *testing.T) {
 	w := newHarness(t, func(c *harnessConfig) { c.handBackAfter = time.Second })
 	var conflicts atomic.Int32
-	w.member.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.member.Fake, "delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if d := a.(k8stesting.DeleteAction); d.GetDeleteOptions().Preconditions != nil && d.GetDeleteOptions().Preconditions.ResourceVersion != nil {
 			conflicts.Add(1)
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, d.GetName(), errors.New("the resourceVersion in the precondition does not match"))

@@ -14,6 +14,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/wellknown"
 )
 
@@ -125,7 +126,7 @@ func TestMemberEvictionFailsBarePod(t *testing.T) {
 func TestMemberEvictionFailsHostPodHeldByFinalizer(t *testing.T) {
 	w := newHarness(t)
 	// The apiserver keeps a pod with finalizers, marked for deletion.
-	w.host.PrependReactor("delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.host.Fake, "delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		d := a.(ktesting.DeleteAction)
 		obj, err := w.host.Tracker().Get(corev1.SchemeGroupVersion.WithResource("pods"), d.GetNamespace(), d.GetName())
 		if err != nil || len(obj.(*corev1.Pod).Finalizers) == 0 {

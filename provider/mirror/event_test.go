@@ -21,6 +21,7 @@ import (
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/internal/podcache/podcachetest"
 	"flotilla.io/flotilla/provider/translate"
@@ -178,7 +179,7 @@ func TestMemberEventsOutlastASlowHost(t *testing.T) {
 	// millisecond for each.
 	var mu sync.Mutex
 	got := map[string]*corev1.Event{}
-	w.host.PrependReactor("create", "events", func(a ktesting.Action) (bool, kruntime.Object, error) {
+	kubetest.PrependReactor(&w.host.Fake, "create", "events", func(a ktesting.Action) (bool, kruntime.Object, error) {
 		<-release
 		e := a.(ktesting.CreateAction).GetObject().(*corev1.Event)
 		mu.Lock()
@@ -245,7 +246,7 @@ func TestRepeatedMemberEvent(t *testing.T) {
 func TestMemberEventInAGoingNamespace(t *testing.T) {
 	w := mirrorWorld(t, 1)
 	var creates atomic.Int32
-	w.host.PrependReactor("create", "events", func(ktesting.Action) (bool, kruntime.Object, error) {
+	kubetest.PrependReactor(&w.host.Fake, "create", "events", func(ktesting.Action) (bool, kruntime.Object, error) {
 		creates.Add(1)
 		err := apierrors.NewForbidden(corev1.Resource("events"), "", errors.New("namespace app is being terminated"))
 		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
