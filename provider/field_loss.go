@@ -68,11 +68,15 @@ func (p *Provider) unsupported(ctx context.Context, host *corev1.Pod) (string, e
 // member pod and remembers the fields as dropped by the member, for this
 // pod and for placement. Strict field validation keeps unknown fields
 // from being stored at all: what is left is what a feature gate clears.
-func (p *Provider) createdWithout(ctx context.Context, sent, stored *corev1.Pod) ([]string, error) {
+// The host pod is marked refused before the member pod is deleted: the
+// deletion's watch event may be handled at once, and must not read as a
+// removal by someone else.
+func (p *Provider) createdWithout(ctx context.Context, host, sent, stored *corev1.Pod) ([]string, error) {
 	lost := podfields.Lost(&sent.Spec, &stored.Spec)
 	if len(lost) == 0 {
 		return nil, nil
 	}
+	p.refusedFields.Store(host.Namespace+"/"+host.Name, host.UID)
 	err := kube.DeletePod(ctx, p.cfg.MemberClient, sent.Namespace, sent.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      metav1.NewUIDPreconditions(string(stored.UID)),

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"os"
 	"slices"
 	"strings"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/podfields"
 	"flotilla.io/flotilla/internal/wellknown"
 )
@@ -37,7 +40,7 @@ func ownedByReplicaSet(p *corev1.Pod) {
 // dropOnCreate makes the member store pods without the emptyDir mode, as
 // a v1.37 apiserver with EmptyDirVolumeMode off does (dropDisabledFields).
 func dropOnCreate(w *harness) {
-	w.member.PrependReactor("create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.member.Fake, "create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		pod := a.(ktesting.CreateAction).GetObject().(*corev1.Pod).DeepCopy()
 		for i := range pod.Spec.Volumes {
 			if pod.Spec.Volumes[i].EmptyDir != nil {
@@ -87,6 +90,23 @@ func TestFieldDroppedByTheMember(t *testing.T) {
 	fields.Served("v1.37.2", nil)
 	w := buildHarness(t, withFields(fields))
 	dropOnCreate(w)
+	// The member pod is seen before it is deleted, and its deletion is
+	// seen, and handled, before the delete call returns: as may happen
+	// when the watch is quicker than the answer.
+	kubetest.PrependReactor(&w.member.Fake, "delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		d := a.(ktesting.DeleteAction)
+		_ = wait.PollUntilContextTimeout(w.ctx, 5*time.Millisecond, time.Second, true, func(context.Context) (bool, error) {
+			_, seen := w.p.seen.Load(testNamespace + "/" + d.GetName())
+			return seen, nil
+		})
+		if err := w.member.Tracker().Delete(d.GetResource(), d.GetNamespace(), d.GetName()); err != nil {
+			return true, nil, err
+		}
+		_ = wait.PollUntilContextTimeout(w.ctx, 5*time.Millisecond, 300*time.Millisecond, true, func(context.Context) (bool, error) {
+			return len(w.events.find(d.GetName(), wellknown.EventMemberPodDeleted)) > 0, nil
+		})
+		return true, nil, nil
+	})
 	w.start()
 	w.createHostPod(emptyDirModePod("web"))
 	w.waitsPending("web", emptyDirMode+" is dropped by Kubernetes v1.37.2 in cluster vn (its feature gate is off there)")
@@ -130,7 +150,7 @@ func TestFieldUnknownToTheMember(t *testing.T) {
 	fields.Served("v1.34.4", []string{emptyDirMode})
 	w := buildHarness(t, withFields(fields))
 	creates := 0
-	w.member.PrependReactor("create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.member.Fake, "create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		creates++
 		return false, nil, nil
 	})
@@ -144,7 +164,7 @@ func TestFieldUnknownToTheMember(t *testing.T) {
 	// Its schema not read yet, the member refuses the field itself.
 	fields = &podfields.Member{}
 	w = buildHarness(t, withFields(fields))
-	w.member.PrependReactor("create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+	kubetest.PrependReactor(&w.member.Fake, "create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
 		if a.(ktesting.CreateAction).GetObject().(*corev1.Pod).Spec.Volumes == nil {
 			return false, nil, nil
 		}

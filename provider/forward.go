@@ -129,7 +129,7 @@ func (p *Provider) forward(ctx context.Context, pod *corev1.Pod) (held bool, err
 		return false, fmt.Errorf("create pod %s/%s in cluster %s: %w", t.Namespace, pod.Name, t.Cluster, err)
 	}
 	if err == nil { // not adopted
-		lost, err := p.createdWithout(ctx, member, stored)
+		lost, err := p.createdWithout(ctx, pod, member, stored)
 		if err != nil {
 			return false, err
 		}
