@@ -39,7 +39,15 @@ import (
 
 // Config holds what an agent needs; all fields but the tuning ones are required.
 type Config struct {
+	// HostClient acts in the host as the installation: it reads what the
+	// virtual nodes share, and registers and renews them.
 	HostClient kube.Interface
+	// NodeClient returns a host client acting as the named virtual node
+	// (system:node:<name>, see rbac.NodeUsers), which makes every write to
+	// that node's pods and reads the Secrets and ConfigMaps they use, so
+	// that the host's Node authorizer and NodeRestriction confine it as
+	// they confine a kubelet. Nil uses HostClient for everything.
+	NodeClient func(node string) (kube.Interface, error)
 	// HostConfig, when set, lets the agent read the host's override
 	// policies and apply them to the pods it forwards.
 	HostConfig   *rest.Config

@@ -24,7 +24,10 @@ import (
 
 // RemoveConfig says what Remove takes away.
 type RemoveConfig struct {
-	HostClient   kube.Interface
+	HostClient kube.Interface
+	// NodeClient acts as a virtual node (Config.NodeClient); nil uses
+	// HostClient. A node's pods and volumes are deleted as that node.
+	NodeClient   func(node string) (kube.Interface, error)
 	MemberClient kube.Interface
 	Installation string
 	// Nodes are the virtual nodes to remove (the cluster, or its virtual
@@ -57,6 +60,10 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 	}
 	for _, name := range cfg.Nodes {
 		own := wellknown.Owner{Cluster: name, Installation: cfg.Installation}.Selector().String()
+		asNode, err := actingAs(cfg.HostClient, cfg.NodeClient, name)
+		if err != nil {
+			return err
+		}
 		hostPods, err := cfg.HostClient.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 		if err != nil {
@@ -81,7 +88,7 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 			// Nothing runs it any more: its deletion is completed at once,
 			// as a kubelet completes a deletion, and its controller makes
 			// a replacement elsewhere.
-			err := cfg.HostClient.CoreV1().Pods(hp.Namespace).Delete(ctx, hp.Name, metav1.DeleteOptions{
+			err := asNode.CoreV1().Pods(hp.Namespace).Delete(ctx, hp.Name, metav1.DeleteOptions{
 				GracePeriodSeconds: ptr.To[int64](0), Preconditions: metav1.NewUIDPreconditions(string(hp.UID))})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return fmt.Errorf("delete pod %s/%s from virtual node %s: %w", hp.Namespace, hp.Name, name, err)
@@ -95,7 +102,7 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 		if err := removeMirrors(ctx, cfg.MemberClient, own); err != nil {
 			return fmt.Errorf("virtual node %s: %w", name, err)
 		}
-		if err := removeVolumes(ctx, cfg.HostClient, own); err != nil {
+		if err := removeVolumes(ctx, cfg.HostClient, asNode, own); err != nil {
 			return fmt.Errorf("virtual node %s: %w", name, err)
 		}
 		logger.WithField("node", name).Info("member objects removed")
@@ -208,14 +215,14 @@ func removeMirrors(ctx context.Context, member kube.Interface, selector string) 
 // removeVolumes deletes the host PersistentVolumes that stood for the
 // virtual node's member volumes, or were offered from it; their host
 // claims turn Lost, saying that their data was in a cluster that left.
-func removeVolumes(ctx context.Context, host kube.Interface, selector string) error {
+func removeVolumes(ctx context.Context, host, asNode kube.Interface, selector string) error {
 	l, err := host.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return fmt.Errorf("list host volumes: %w", err)
 	}
 	var errs []error
 	for _, v := range l.Items {
-		errs = append(errs, ignoreGone(host.CoreV1().PersistentVolumes().Delete(ctx, v.Name, uidPrecondition(v.UID))))
+		errs = append(errs, ignoreGone(asNode.CoreV1().PersistentVolumes().Delete(ctx, v.Name, uidPrecondition(v.UID))))
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,7 @@ import (
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
 	"flotilla.io/flotilla/fit"
+	"flotilla.io/flotilla/internal/kube"
 	"flotilla.io/flotilla/internal/kubeletauth"
 	"flotilla.io/flotilla/internal/podcache"
 	"flotilla.io/flotilla/nodeconfig"
@@ -36,7 +37,9 @@ import (
 
 // virtualNode is one running virtual node.
 type virtualNode struct {
-	vc       v1alpha1.VirtualCluster
+	vc v1alpha1.VirtualCluster
+	// client acts in the host as this virtual node (Config.NodeClient).
+	client   kube.Interface
 	nodes    *clusternode.Source
 	recorder record.EventRecorder
 	pods     *provider.Provider
@@ -50,12 +53,16 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 	// virtual-kubelet's pod controller treats every pod of its informer as
 	// its own: podInformer shows it this node's.
 	podInformer := podcache.NodePodInformer(s.podInformer, vc.Name)
+	client, err := actingAs(s.cfg.HostClient, s.cfg.NodeClient, vc.Name)
+	if err != nil {
+		return nil, err
+	}
 	nodes, err := s.newNodeProvider(vc)
 	if err != nil {
 		return nil, err
 	}
 	recorder := s.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
-	pods, err := s.newPodProvider(vc, podInformer, recorder)
+	pods, err := s.newPodProvider(vc, client, podInformer, recorder)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +73,7 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 			return nil, err
 		}
 	}
-	podCtl, err := s.newPodController(podInformer, recorder, pods)
+	podCtl, err := s.newPodController(client, podInformer, recorder, pods)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +81,7 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 	if err != nil {
 		return nil, err
 	}
-	return &virtualNode{vc: vc, nodes: nodes, recorder: recorder, pods: pods, podCtl: podCtl, handler: handler}, nil
+	return &virtualNode{vc: vc, client: client, nodes: nodes, recorder: recorder, pods: pods, podCtl: podCtl, handler: handler}, nil
 }
 
 // newNodeProvider is what makes the virtual node's corev1.Node of the
@@ -110,7 +117,7 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 }
 
 // newPodProvider is what forwards the virtual node's pods to the member.
-func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, podInformer corev1informers.PodInformer, recorder record.EventRecorder) (*provider.Provider, error) {
+func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, client kube.Interface, podInformer corev1informers.PodInformer, recorder record.EventRecorder) (*provider.Provider, error) {
 	cfg := s.cfg
 	mapper := provider.SameName
 	if vc.NamespaceMapping == v1alpha1.Suffix {
@@ -120,7 +127,7 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, podInformer corev1in
 		NodeName:        vc.Name,
 		Installation:    cfg.Installation,
 		HostPods:        podInformer,
-		HostClient:      cfg.HostClient,
+		HostClient:      client,
 		Recorder:        recorder,
 		MemberClient:    cfg.MemberClient,
 		MemberConfig:    cfg.MemberConfig,
@@ -143,9 +150,9 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, podInformer corev1in
 
 // newPodController is virtual-kubelet's pod controller over the virtual
 // node's pods.
-func (s *shared) newPodController(podInformer corev1informers.PodInformer, recorder record.EventRecorder, pods *provider.Provider) (*node.PodController, error) {
+func (s *shared) newPodController(client kube.Interface, podInformer corev1informers.PodInformer, recorder record.EventRecorder, pods *provider.Provider) (*node.PodController, error) {
 	return node.NewPodController(node.PodControllerConfig{
-		PodClient:     s.cfg.HostClient.CoreV1(),
+		PodClient:     client.CoreV1(),
 		PodInformer:   podcache.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder: quietSuccess{recorder},
 		Provider:      pods,
@@ -303,4 +310,17 @@ func handBackAfter(pl *v1alpha1.Placement) time.Duration {
 		return pl.HandBackAfter.Duration
 	}
 	return nodeconfig.DefaultHandBackAfter
+}
+
+// actingAs is the host client that acts as the virtual node name: made by
+// nodeClient, or host itself when there is none.
+func actingAs(host kube.Interface, nodeClient func(string) (kube.Interface, error), name string) (kube.Interface, error) {
+	if nodeClient == nil {
+		return host, nil
+	}
+	c, err := nodeClient(name)
+	if err != nil {
+		return nil, fmt.Errorf("host client acting as node %s: %w", name, err)
+	}
+	return c, nil
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates what the charts take from the rest of the repository:
-#   - charts/flotilla-node/files/{host,host-node,member}-clusterrole.yaml, copies of
+#   - charts/flotilla-node/files/{host,host-node,member,virtual-node}-clusterrole.yaml, copies of
 #     config/rbac: the chart renders the host role's rules from its copy and
 #     ships the member role for operators to apply in the member;
 #   - charts/flotilla-policy/files/policy-{clusterrole,role}.yaml, copies of
@@ -22,7 +22,7 @@ copy() {
     cat "config/rbac/$1"
   } >"$2"
 }
-for role in host host-node member; do
+for role in host host-node member virtual-node; do
   copy "$role-clusterrole.yaml" "$CHARTS_DIR/flotilla-node/files/$role-clusterrole.yaml"
 done
 for role in clusterrole role; do

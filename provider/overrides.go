@@ -60,7 +60,9 @@ func (p *Provider) override(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 
 // recordOverrides writes the names of the override policies applied to a
 // forwarded pod on the host pod (wellknown.AppliedOverridesAnnotation), when they
-// changed.
+// changed. It goes through the status subresource, which keeps annotation
+// changes: a node may write its pods' status, and NodeRestriction refuses
+// any other pod update from one.
 func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied []string) error {
 	want := strings.Join(applied, ",")
 	if pod.Annotations[wellknown.AppliedOverridesAnnotation] == want {
@@ -72,7 +74,7 @@ func (p *Provider) recordOverrides(ctx context.Context, pod *corev1.Pod, applied
 		value = string(b)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, wellknown.AppliedOverridesAnnotation, value)
-	_, err := p.cfg.HostClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err := p.cfg.HostClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("record override policies on pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

@@ -207,6 +207,9 @@ func run() error {
 	if o.remove {
 		return remove(ctx, c, virtualClusters)
 	}
+	if err := checkActAsNodes(ctx, c.host, nodeNames(virtualClusters)); err != nil {
+		return err
+	}
 	serving, err := servingCert(o, c.nodeIP)
 	if err != nil {
 		return err
@@ -274,6 +277,7 @@ func newClients(ctx context.Context, o *options, m metrics) (*clients, error) {
 		telemetry.CountAPIRequests(c.hostConfig, m.requests, "host")
 		telemetry.CountAPIRequests(c.memberConfig, m.requests, "member")
 	}
+	shareRateLimit(c.hostConfig)
 	if c.host, err = kube.NewForConfig(builtInTypes(c.hostConfig)); err != nil {
 		return nil, fmt.Errorf("host client: %w", err)
 	}
@@ -298,11 +302,11 @@ func newClients(ctx context.Context, o *options, m metrics) (*clients, error) {
 
 // remove takes the member's virtual nodes out of the fleet (--remove).
 func remove(ctx context.Context, c *clients, virtualClusters []v1alpha1.VirtualCluster) error {
-	names := make([]string, 0, len(virtualClusters))
-	for _, vc := range virtualClusters {
-		names = append(names, vc.Name)
+	names := nodeNames(virtualClusters)
+	if err := checkActAsNodes(ctx, c.host, names); err != nil {
+		return err
 	}
-	return flotillanode.Remove(ctx, flotillanode.RemoveConfig{HostClient: c.host, MemberClient: c.member,
+	return flotillanode.Remove(ctx, flotillanode.RemoveConfig{HostClient: c.host, NodeClient: nodeClients(c.hostConfig), MemberClient: c.member,
 		Installation: c.installation, Nodes: names})
 }
 
@@ -310,6 +314,7 @@ func remove(ctx context.Context, c *clients, virtualClusters []v1alpha1.VirtualC
 func nodeConfig(ctx context.Context, o *options, c *clients, m metrics, virtualClusters []v1alpha1.VirtualCluster, serving tls.Certificate) flotillanode.Config {
 	return flotillanode.Config{
 		HostClient:              c.host,
+		NodeClient:              nodeClients(c.hostConfig),
 		HostConfig:              c.hostConfig,
 		MemberClient:            c.member,
 		MemberConfig:            c.memberConfig,
@@ -583,4 +588,13 @@ func isLoopbackAddress(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// nodeNames are the names of the virtual nodes.
+func nodeNames(virtualClusters []v1alpha1.VirtualCluster) []string {
+	names := make([]string, 0, len(virtualClusters))
+	for _, vc := range virtualClusters {
+		names = append(names, vc.Name)
+	}
+	return names
 }

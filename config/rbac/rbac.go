@@ -24,6 +24,8 @@ var (
 	hostNodeYAML []byte
 	//go:embed policy-role.yaml
 	policyRoleYAML []byte
+	//go:embed virtual-node-clusterrole.yaml
+	virtualNodeYAML []byte
 )
 
 // Names flotilla-policy's roles grant by resourceNames, which its Helm chart
@@ -48,13 +50,41 @@ func HostNodeClusterRole(name string, nodes []string, leaderLease string) *rbacv
 	r := mustParse(hostNodeYAML)
 	r.Name = name
 	for i := range r.Rules {
-		r.Rules[i].ResourceNames = append([]string(nil), nodes...)
-		if slices.Contains(r.Rules[i].Resources, "leases") && leaderLease != "" {
-			r.Rules[i].ResourceNames = append(r.Rules[i].ResourceNames, leaderLease)
+		rule := &r.Rules[i]
+		switch {
+		case slices.Contains(rule.Resources, "users"):
+			rule.ResourceNames = NodeUsers(nodes)
+		case len(rule.ResourceNames) > 0:
+			// Named in the manifest (the group system:nodes).
+		default:
+			rule.ResourceNames = append([]string(nil), nodes...)
+			if slices.Contains(rule.Resources, "leases") && leaderLease != "" {
+				rule.ResourceNames = append(rule.ResourceNames, leaderLease)
+			}
 		}
 	}
 	return r
 }
+
+// NodeUserPrefix and NodesGroup make the identity a kubelet has in its
+// cluster, which flotilla-node takes on for each of its virtual nodes.
+const (
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
+)
+
+// NodeUsers are the users the named virtual nodes act as in the host.
+func NodeUsers(nodes []string) []string {
+	users := make([]string, len(nodes))
+	for i, n := range nodes {
+		users[i] = NodeUserPrefix + n
+	}
+	return users
+}
+
+// VirtualNodeClusterRole is what a virtual node may do in the host beyond
+// what the Node authorizer grants a kubelet, bound to its node user.
+func VirtualNodeClusterRole() *rbacv1.ClusterRole { return mustParse(virtualNodeYAML) }
 
 // MemberClusterRole is what flotilla-node may do in a member cluster.
 func MemberClusterRole() *rbacv1.ClusterRole { return mustParse(memberYAML) }

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"flotilla.io/flotilla/config/admission"
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/nodeconfig"
@@ -451,18 +453,67 @@ func (f *Fleet) grantNodes(hostCluster *testworld.Cluster, member string, args [
 	if err := bind(ctx, host, role.Name, HostIdentity(member)); err != nil {
 		return fmt.Errorf("node role binding for %s: %w", member, err)
 	}
+	if err := f.grantVirtualNodes(ctx, host, member, nodes); err != nil {
+		return err
+	}
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, n := range nodes {
-			r, err := host.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:               HostIdentity(member),
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "patch", Resource: "nodes", Subresource: "status", Name: n},
-			}}, metav1.CreateOptions{})
-			if err != nil || !r.Status.Allowed {
-				return false, nil
+			for _, attrs := range []authorizationv1.ResourceAttributes{
+				{Verb: "patch", Resource: "nodes", Subresource: "status", Name: n},
+				{Verb: "impersonate", Resource: "users", Name: rbac.NodeUserPrefix + n},
+			} {
+				r, err := host.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: HostIdentity(member), ResourceAttributes: &attrs,
+				}}, metav1.CreateOptions{})
+				if err != nil || !r.Status.Allowed {
+					return false, nil
+				}
 			}
 		}
 		return true, nil
 	})
+}
+
+// grantVirtualNodes gives member's virtual nodes, as their node users,
+// what they need beyond the Node authorizer, and installs the release's
+// admission policies, as the chart does.
+func (f *Fleet) grantVirtualNodes(ctx context.Context, host kubernetes.Interface, member string, nodes []string) error {
+	if err := apply(ctx, host, rbac.VirtualNodeClusterRole()); err != nil {
+		return fmt.Errorf("virtual node role: %w", err)
+	}
+	for _, u := range rbac.NodeUsers(nodes) {
+		if err := bind(ctx, host, rbac.VirtualNodeClusterRole().Name, u); err != nil {
+			return fmt.Errorf("virtual node role binding for %s: %w", u, err)
+		}
+	}
+	r := admission.Release{Name: "flotilla-node-" + member, User: HostIdentity(member), Nodes: nodes, LeaderLease: wellknown.LeaderLeaseName(member)}
+	for _, mk := range []func(admission.Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding){
+		admission.NamesPolicy, admission.VolumesPolicy,
+	} {
+		p, b := mk(r)
+		if err := applyPolicy(ctx, host, p, b); err != nil {
+			return fmt.Errorf("admission policy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// applyPolicy creates or replaces an admission policy and its binding.
+func applyPolicy(ctx context.Context, c kubernetes.Interface, p *admissionv1.ValidatingAdmissionPolicy, b *admissionv1.ValidatingAdmissionPolicyBinding) error {
+	policies := c.AdmissionregistrationV1().ValidatingAdmissionPolicies()
+	if old, err := policies.Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+		p.ResourceVersion = old.ResourceVersion
+		if _, err := policies.Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+	} else if _, err := policies.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := c.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, b, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 func apply(ctx context.Context, c kubernetes.Interface, role *rbacv1.ClusterRole) error {

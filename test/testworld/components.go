@@ -45,7 +45,10 @@ func (c *Cluster) apiserverArgs() []string {
 		"--tls-cert-file=" + p.apiserverCert,
 		"--tls-private-key-file=" + p.apiserverKey,
 		"--client-ca-file=" + p.ca.CertFile,
+		// As every production control plane: a kubelet, and a virtual
+		// node acting as one, is confined to its own node and pods.
 		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + p.serviceAccountPK,
