@@ -49,6 +49,7 @@ func NamesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv
 			}},
 			Validations: []admissionv1.Validation{{
 				Expression: "object.metadata.name in " + celList(names),
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
 				Message:    fmt.Sprintf("flotilla-node release %s may create only its own nodes and leases: %s", r.Name, strings.Join(names, ", ")),
 			}},
 		},
@@ -76,11 +77,13 @@ func VolumesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissio
 				Name: "release-nodes", Expression: "request.userInfo.username in " + celList(rbac.NodeUsers(r.Nodes)),
 			}},
 			Validations: []admissionv1.Validation{{
+				Reason: ptr.To(metav1.StatusReasonForbidden),
 				Expression: "request.operation == 'DELETE' || (has(object.spec.csi) && object.spec.csi.driver == " +
 					strconv.Quote(wellknown.VolumeDriver) + " && " + own("object") + ")",
 				MessageExpression: `"virtual node " + ` + node + ` + " may write only volumes of driver ` + wellknown.VolumeDriver +
 					` labelled ` + wellknown.ClusterLabel + `=" + ` + node,
 			}, {
+				Reason:     ptr.To(metav1.StatusReasonForbidden),
 				Expression: "request.operation == 'CREATE' || (" + own("oldObject") + ")",
 				MessageExpression: `"virtual node " + ` + node + ` + " may change or delete only the volumes it made (labelled ` +
 					wellknown.ClusterLabel + `=" + ` + node + ` + ")"`,

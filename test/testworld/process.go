@@ -69,6 +69,9 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // LogPath returns the file that receives the process's stdout and stderr.
 func (p *Process) LogPath() string { return p.logPath }
 
+// Args are the arguments the program was started with.
+func (p *Process) Args() []string { return append([]string(nil), p.cmd.Args[1:]...) }
+
 // Done is closed once the process has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }
 
