@@ -1,6 +1,9 @@
 package rbac
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 func TestRolesParse(t *testing.T) {
 	for name, r := range map[string]func() string{
@@ -37,6 +40,32 @@ func TestPolicyNames(t *testing.T) {
 	} {
 		if !names[want] {
 			t.Errorf("no rule grants %s by name", want)
+		}
+	}
+}
+
+// TestNodeRoleActsOnlyAsItsNodes: a release may impersonate its own
+// virtual nodes' users and the nodes group, and nothing else.
+func TestNodeRoleActsOnlyAsItsNodes(t *testing.T) {
+	r := HostNodeClusterRole("nodes-of-ke", []string{"ke-beijing", "ke-hangzhou"}, "flotilla-node-ke")
+	got := map[string][]string{}
+	for _, rule := range r.Rules {
+		if len(rule.Verbs) == 1 && rule.Verbs[0] == "impersonate" {
+			for _, res := range rule.Resources {
+				got[res] = append(got[res], rule.ResourceNames...)
+			}
+		}
+	}
+	want := map[string][]string{
+		"users":  {"system:node:ke-beijing", "system:node:ke-hangzhou"},
+		"groups": {"system:nodes"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("impersonation granted = %v, want %v", got, want)
+	}
+	for _, rule := range r.Rules {
+		if len(rule.ResourceNames) == 0 {
+			t.Errorf("rule %v grants without names", rule)
 		}
 	}
 }
