@@ -157,6 +157,9 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 		a.err = err
 		close(a.done)
 	}()
+	if err := s.initHostPods(); err != nil {
+		return err
+	}
 	if err := s.initHostNodeInformers(); err != nil {
 		return err
 	}
@@ -198,12 +201,15 @@ type shared struct {
 	names []string // of the virtual nodes
 
 	member    *kube.Factory
-	host      *kube.Factory // objects the pods use (ConfigMaps, Secrets, ...)
-	hostPods  *kube.Factory // the pods of every virtual node of the process
+	host      *kube.Factory // what the virtual nodes share (namespaces, Services, ...)
 	hostNodes *kube.Factory // the process's own nodes
+	// nodeClients act in the host as each virtual node; podInformers watch,
+	// as each, the pods bound to it (the Node authorizer lets a node list
+	// only those).
+	nodeClients  map[string]kube.Interface
+	podInformers map[string]corev1informers.PodInformer
 	// factories are shut down, in order, when Run returns.
-	factories   []*kube.Factory
-	podInformer corev1informers.PodInformer // of hostPods
+	factories []*kube.Factory
 
 	broadcaster record.EventBroadcaster
 	overrides   provider.Overrides
@@ -241,15 +247,7 @@ func newShared(cfg Config) *shared {
 		kube.WithTransform(podcache.MemberPodsTransform(cfg.Installation, func() cache.Store { return memberPodStore })))
 	memberPodStore = s.member.Pods().Informer().GetStore()
 	s.host = kube.NewFactory(cfg.HostClient, kube.WithTransform(podcache.HostObjectTransform))
-	// One informer watches the host pods of every virtual node of the
-	// process; each node sees its own through podcache.NodePodInformer.
-	var hostPodStore cache.Store // set before the informer starts
-	s.hostPods = kube.NewFactory(cfg.HostClient,
-		kube.WithTransform(podcache.HostPodsTransform(s.names, func() cache.Store { return hostPodStore })),
-		kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podcache.HostPodSelector(s.names) }))
-	s.podInformer = s.hostPods.Pods()
-	hostPodStore = s.podInformer.Informer().GetStore()
-	s.factories = []*kube.Factory{s.member, s.host, s.hostPods}
+	s.factories = []*kube.Factory{s.member, s.host}
 	s.versions = newVersionWatch(cfg.HostClient, cfg.MemberClient, cfg.VersionInterval, clock.RealClock{})
 	return s
 }
@@ -265,6 +263,31 @@ func (s *shared) shutdown(stop context.CancelCauseFunc) {
 	}
 	s.wg.Wait()
 	s.broadcaster.Shutdown()
+}
+
+// initHostPods makes each virtual node's host client and the informer of
+// the host pods bound to it, listed and watched as that node.
+func (s *shared) initHostPods() error {
+	s.nodeClients = map[string]kube.Interface{}
+	s.podInformers = map[string]corev1informers.PodInformer{}
+	for _, name := range s.names {
+		client, err := actingAs(s.cfg.HostClient, s.cfg.NodeClient, name)
+		if err != nil {
+			return err
+		}
+		var store cache.Store // set before the informer starts
+		pods := kube.NewFactory(client,
+			kube.WithTransform(podcache.HostPodsTransform([]string{name}, func() cache.Store { return store })),
+			kube.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = podcache.HostPodSelector([]string{name}) }))
+		inf := pods.Pods()
+		store = inf.Informer().GetStore()
+		if err := podcache.IndexHostPodsByNode(inf); err != nil {
+			return err
+		}
+		s.nodeClients[name], s.podInformers[name] = client, inf
+		s.factories = append(s.factories, pods)
+	}
+	return nil
 }
 
 // initHostNodeInformers sets up the informers of the host's nodes. Of
@@ -330,13 +353,10 @@ func (s *shared) initHealth() {
 	s.health = newSharedHealth(check, s.cfg.HealthInterval/2, s.cfg.HealthInterval, clock.RealClock{})
 }
 
-// initPodCaches indexes the host pods by node and sets up one count of
+// initPodCaches sets up one count of
 // what the member's pods request, however many virtual nodes stand for the
 // member.
 func (s *shared) initPodCaches() error {
-	if err := podcache.IndexHostPodsByNode(s.podInformer); err != nil {
-		return err
-	}
 	memberPods, err := clusternode.NewMemberPods(s.member)
 	if err != nil {
 		return err
@@ -382,9 +402,9 @@ func (s *shared) startInformers(ctx context.Context) {
 	if !synced {
 		log.G(ctx).WithField("timeout", s.cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
 	}
-	s.host.Start(ctx.Done())
-	s.hostPods.Start(ctx.Done())
-	s.hostNodes.Start(ctx.Done())
+	for _, f := range s.factories[1:] {
+		f.Start(ctx.Done())
+	}
 }
 
 // startVirtualNodes runs every virtual node and closes ready once all of

@@ -64,7 +64,7 @@ func Remove(ctx context.Context, cfg RemoveConfig) error {
 		if err != nil {
 			return err
 		}
-		hostPods, err := cfg.HostClient.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		hostPods, err := asNode.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("spec.nodeName", name).String()})
 		if err != nil {
 			return fmt.Errorf("list pods on virtual node %s: %w", name, err)

@@ -52,11 +52,8 @@ type virtualNode struct {
 func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error) {
 	// virtual-kubelet's pod controller treats every pod of its informer as
 	// its own: podInformer shows it this node's.
-	podInformer := podcache.NodePodInformer(s.podInformer, vc.Name)
-	client, err := actingAs(s.cfg.HostClient, s.cfg.NodeClient, vc.Name)
-	if err != nil {
-		return nil, err
-	}
+	podInformer := podcache.NodePodInformer(s.podInformers[vc.Name], vc.Name)
+	client := s.nodeClients[vc.Name]
 	nodes, err := s.newNodeProvider(vc)
 	if err != nil {
 		return nil, err

@@ -144,6 +144,10 @@ func CheckStolenCredential(t *testing.T, cfg *rest.Config, s StolenCredential) {
 		do   func(context.Context) error
 	}{
 		{"read, as its node, the Secret its pod uses", getSecret(self, ownNS, s.OwnSecret)},
+		{"list, as its node, its pods", func(ctx context.Context) error {
+			_, err := self.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.Node})
+			return err
+		}},
 		{"write, as its node, its pod's status", podStatus(self, ownNS, ownPod)},
 		{"delete, as its node, its pod", podDelete(self, ownNS, ownPod)},
 		{"update its node's status", nodeStatus(direct, s.Node)},
@@ -158,6 +162,18 @@ func CheckStolenCredential(t *testing.T, cfg *rest.Config, s StolenCredential) {
 		what string
 		do   func(context.Context) error
 	}{
+		{"list every pod", func(ctx context.Context) error {
+			_, err := direct.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+			return err
+		}},
+		{"list, as its node, the pods of another node", func(ctx context.Context) error {
+			_, err := self.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + s.OtherNode})
+			return err
+		}},
+		{"read, as its node, a pod on another virtual node", func(ctx context.Context) error {
+			_, err := self.CoreV1().Pods(otherNS).Get(ctx, otherPod, metav1.GetOptions{})
+			return err
+		}},
 		{"read a Secret no pod uses", getSecret(direct, unusedNS, unusedSecret)},
 		{"read, as its node, a Secret no pod uses", getSecret(self, unusedNS, unusedSecret)},
 		{"list Secrets", listSecrets(direct, unusedNS)},
