@@ -330,6 +330,14 @@ func (f *Fleet) StartInstanceIn(host *testworld.Cluster, member, instance string
 // with the command line its flotilla-node was last started with (stop that
 // one first), where that one ran, and returns its output.
 func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error) {
+	return f.RunOnce(ctx, member, "--remove")
+}
+
+// RunOnce runs flotilla-node for member (an instance name) in the
+// foreground, with the command line it was last started with and extra,
+// where that one ran, and returns its output once it exits. Nothing grants
+// it its roles first.
+func (f *Fleet) RunOnce(ctx context.Context, member string, extra ...string) (string, error) {
 	f.mu.Lock()
 	args, ok := f.args[member]
 	cluster := f.memberOf[member]
@@ -337,15 +345,28 @@ func (f *Fleet) RemoveMember(ctx context.Context, member string) (string, error)
 	if !ok {
 		return "", fmt.Errorf("flotilla-node for %s was never started", member)
 	}
-	cmd := exec.CommandContext(ctx, f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
+	args = append(append([]string(nil), args...), extra...)
+	cmd := exec.CommandContext(ctx, f.NodeBinary, args...)
 	if m := f.World.Member(cluster); m != nil && m.Site() != nil {
-		cmd = m.Site().Command(f.NodeBinary, append(append([]string(nil), args...), "--remove")...)
+		cmd = m.Site().Command(f.NodeBinary, args...)
 	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("flotilla-node --remove for %s: %w\n%s", member, err, out)
+		return string(out), fmt.Errorf("flotilla-node %s for %s: %w\n%s", strings.Join(extra, " "), member, err, out)
 	}
 	return string(out), nil
+}
+
+// RevokeNodeRole takes from member's flotilla-node its per-release host
+// role: acting as its virtual nodes, and changing them by name. Its
+// installation role is left, as an installation from before the node
+// identities has it. StartNode grants it again.
+func (f *Fleet) RevokeNodeRole(ctx context.Context, member string) error {
+	err := f.World.Host().Client().RbacV1().ClusterRoleBindings().Delete(ctx, safeName(NodeRoleName(member)+"-"+HostIdentity(member)), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
 }
 
 // Node returns the running flotilla-node process of member.
