@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"flotilla.io/flotilla/config/admission"
 	"flotilla.io/flotilla/config/rbac"
@@ -477,8 +478,21 @@ func (f *Fleet) grantNodes(hostCluster *testworld.Cluster, member string, args [
 	if err := f.grantVirtualNodes(ctx, host, member, nodes); err != nil {
 		return err
 	}
+	impersonating := hostCluster.RESTConfig()
+	impersonating.Impersonate = rest.ImpersonationConfig{UserName: HostIdentity(member)}
+	asRelease, err := kubernetes.NewForConfig(impersonating)
+	if err != nil {
+		return err
+	}
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, n := range nodes {
+			// The admission policy of names has taken this node's in (the
+			// apiserver reads policies from a cache).
+			_, err := asRelease.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}},
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, nil
+			}
 			for _, attrs := range []authorizationv1.ResourceAttributes{
 				{Verb: "patch", Resource: "nodes", Subresource: "status", Name: n},
 				{Verb: "impersonate", Resource: "users", Name: rbac.NodeUserPrefix + n},
