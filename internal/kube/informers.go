@@ -256,6 +256,18 @@ func (f *Factory) StorageClasses() storageinformers.StorageClassInformer {
 	return typedInformer[storagelisters.StorageClassLister]{f.typed(&storagev1.StorageClass{}), storagelisters.NewStorageClassLister}
 }
 
+// SecretInformer gives inf, an informer of Secrets (NewInformer),
+// client-go's typed interface.
+func SecretInformer(inf cache.SharedIndexInformer) coreinformers.SecretInformer {
+	return typedInformer[corelisters.SecretLister]{inf, corelisters.NewSecretLister}
+}
+
+// ConfigMapInformer gives inf, an informer of ConfigMaps (NewInformer),
+// client-go's typed interface.
+func ConfigMapInformer(inf cache.SharedIndexInformer) coreinformers.ConfigMapInformer {
+	return typedInformer[corelisters.ConfigMapLister]{inf, corelisters.NewConfigMapLister}
+}
+
 // typedInformer is an informer with its typed lister L.
 type typedInformer[L any] struct {
 	inf       cache.SharedIndexInformer
