@@ -78,11 +78,13 @@ type Set struct {
 	watches map[Key]*objectWatch
 }
 
-// objectWatch is the informer of one object.
+// objectWatch is the informer of one object: client-go's plain one, which
+// calls its handler from its own loop. A shared informer would add a
+// buffered listener and two goroutines per object, for a single handler.
 type objectWatch struct {
-	key      Key
-	informer cache.SharedIndexInformer
-	listed   func() bool
+	key   Key
+	store cache.Store
+	ctrl  cache.Controller
 	// cancel stops the informer; nil until it runs.
 	cancel context.CancelFunc
 }
@@ -183,16 +185,18 @@ func (s *Set) newWatch(k Key) *objectWatch {
 		panic(fmt.Sprintf("objectwatch: no kind %q", k.Kind))
 	}
 	selector := fields.OneTermEqualSelector("metadata.name", k.Name).String()
-	inf := kube.NewInformer(s.cfg.Client, kind.Object, k.Namespace, 0,
-		func(o *metav1.ListOptions) { o.FieldSelector = selector }, cache.Indexers{})
-	_ = inf.SetTransform(podcache.StripManagedFields) // not started: cannot fail
-	w := &objectWatch{key: k, informer: inf}
-	reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{ // not started: cannot fail
-		AddFunc:    func(obj any, initial bool) { s.changed(w, obj, false, !initial) },
-		UpdateFunc: func(_, cur any) { s.changed(w, cur, false, false) },
-		DeleteFunc: func(obj any) { s.changed(w, obj, true, false) },
+	w := &objectWatch{key: k}
+	w.store, w.ctrl = cache.NewInformerWithOptions(cache.InformerOptions{
+		ListerWatcher: kube.NewListWatch(s.cfg.Client, kind.Object, k.Namespace,
+			func(o *metav1.ListOptions) { o.FieldSelector = selector }),
+		ObjectType: kind.Object,
+		Transform:  podcache.StripManagedFields,
+		Handler: cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc:    func(obj any, initial bool) { s.changed(w, obj, false, !initial) },
+			UpdateFunc: func(_, cur any) { s.changed(w, cur, false, false) },
+			DeleteFunc: func(obj any) { s.changed(w, obj, true, false) },
+		},
 	})
-	w.listed = reg.HasSynced
 	return w
 }
 
@@ -204,7 +208,7 @@ func (s *Set) start(w *objectWatch) {
 	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	w.cancel = cancel
-	s.wg.Go(func() { w.informer.RunWithContext(ctx) })
+	s.wg.Go(func() { w.ctrl.RunWithContext(ctx) })
 }
 
 // changed passes an event of w's object on, after updating what the
@@ -242,10 +246,10 @@ func (s *Set) Get(k Key) (runtime.Object, error) {
 	switch {
 	case w == nil:
 		return nil, fmt.Errorf("%s: %w", k, ErrNotWatched)
-	case !w.listed():
+	case !w.ctrl.HasSynced():
 		return nil, fmt.Errorf("%s: %w", k, ErrNotListed)
 	}
-	obj, exists, err := w.informer.GetStore().GetByKey(k.Namespace + "/" + k.Name)
+	obj, exists, err := w.store.GetByKey(k.Namespace + "/" + k.Name)
 	switch {
 	case err != nil:
 		return nil, err
@@ -260,7 +264,7 @@ func (s *Set) Listed(k Key) bool {
 	s.mu.Lock()
 	w := s.watches[k]
 	s.mu.Unlock()
-	return w != nil && w.listed()
+	return w != nil && w.ctrl.HasSynced()
 }
 
 // Holders returns who holds k.
