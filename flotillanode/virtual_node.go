@@ -19,9 +19,11 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 
@@ -156,9 +158,14 @@ func (s *shared) newPodController(client kube.Interface, podInformer corev1infor
 		// The informer only holds this node's pods; the filter spares
 		// virtual-kubelet the last update of a pod already gone below.
 		PodEventFilterFunc: pods.PodEventFilter,
-		ConfigMapInformer:  s.host.ConfigMaps(),
-		SecretInformer:     s.host.Secrets(),
-		ServiceInformer:    s.host.Services(),
+		// virtual-kubelet requires these, and only takes their listers,
+		// for the resolution SkipDownwardAPIResolution turns off. Never
+		// started nor in the host factory, they list nothing: a node may
+		// not list Secrets or ConfigMaps (the provider watches those its
+		// pods use, one at a time).
+		ConfigMapInformer: kube.ConfigMapInformer(kube.NewInformer(s.cfg.HostClient, &corev1.ConfigMap{}, metav1.NamespaceAll, 0, nil, cache.Indexers{})),
+		SecretInformer:    kube.SecretInformer(kube.NewInformer(s.cfg.HostClient, &corev1.Secret{}, metav1.NamespaceAll, 0, nil, cache.Indexers{})),
+		ServiceInformer:   s.host.Services(),
 		// Secrets and ConfigMaps are mirrored as objects, never inlined
 		// into the forwarded pod spec.
 		SkipDownwardAPIResolution: true,

@@ -33,7 +33,7 @@ func (d *dependencies) ensure(ctx context.Context, host *corev1.Pod, t translate
 	}
 	var present, missing, optional []dependency
 	var pull []string
-	for _, dep := range d.hostPodDependencies(host) {
+	for _, dep := range d.awaitListed(ctx, host) {
 		exists, err := d.kinds[dep.kind].InHost(ctx, host.Namespace, dep.name)
 		if err != nil {
 			return false, fmt.Errorf("read %s %s/%s: %w", dep.kind, host.Namespace, dep.name, err)
@@ -110,6 +110,7 @@ func (d *dependencies) mirrorEphemeral(ctx context.Context, host *corev1.Pod, t 
 	if !cache.WaitForCacheSync(ctx.Done(), d.synced...) {
 		return fmt.Errorf("wait for the caches of pod dependencies: %w", transient.ErrRetry)
 	}
+	d.awaitListed(ctx, host) // the pod's watches include its ephemeral containers'
 	spec := corev1.PodSpec{EphemeralContainers: host.Spec.EphemeralContainers}
 	for _, dep := range podDependencies(&spec, nil) {
 		if dep.kind != kindSecret && dep.kind != kindConfigMap {

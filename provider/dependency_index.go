@@ -12,6 +12,7 @@ import (
 
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/provider/internal/objectwatch"
 )
 
 // usedKeys are the index keys of the objects a pod of namespace with spec
@@ -50,7 +51,7 @@ func (d *dependencies) indexHostPod(obj any) ([]string, error) {
 func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
 	var pull []corev1.LocalObjectReference
 	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != defaultServiceAccount {
-		if obj, err := d.hostSAs.ServiceAccounts(pod.Namespace).Get(sa); err == nil {
+		if obj, err := hostObject[*corev1.ServiceAccount](d, kindServiceAccount, pod.Namespace, sa); err == nil {
 			pull = obj.ImagePullSecrets
 		}
 	}
@@ -64,11 +65,11 @@ func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
 func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 	keys := []string{hostNS + "/" + ref.kind + "/" + ref.name}
 	if ref.kind == kindSecret {
-		sas, _ := d.hostSAs.ServiceAccounts(hostNS).List(labels.Everything())
-		for _, sa := range sas {
-			if sa.Name != defaultServiceAccount &&
-				slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
-				keys = append(keys, hostNS+"/"+kindServiceAccount+"/"+sa.Name)
+		// The watched ServiceAccounts that name it as an image pull secret
+		// hold it (pullSecrets).
+		for _, h := range d.host.Holders(objectwatch.Key{Kind: kindSecret, Namespace: hostNS, Name: ref.name}) {
+			if h.Kind == kindServiceAccount && h.Name != defaultServiceAccount {
+				keys = append(keys, hostNS+"/"+kindServiceAccount+"/"+h.Name)
 			}
 		}
 	}

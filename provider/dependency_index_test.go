@@ -70,11 +70,17 @@ func TestWaitingPodsFromIndex(t *testing.T) {
 	forwarded := secretVolumePod("forwarded", "db")
 	add(forwarded)
 	must(t, w.memberPodIndexer.Add(translate.ToMember(forwarded, w.p.target(testNamespace))))
-	add(boundPod("pulls", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" }))
-	must(t, w.hostInformers.ServiceAccounts().Informer().GetIndexer().Add(&corev1.ServiceAccount{
+	pulls := boundPod("pulls", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" })
+	add(pulls)
+	// The ServiceAccount is read by its watch, held by the pod that uses it.
+	_, err := w.host.CoreV1().ServiceAccounts(testNamespace).Create(w.ctx, &corev1.ServiceAccount{
 		ObjectMeta:       metav1.ObjectMeta{Namespace: testNamespace, Name: "robot"},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "db"}},
-	}))
+	}, metav1.CreateOptions{})
+	must(t, err)
+	w.runHostWatches()
+	w.p.deps.holdFor(pulls)
+	w.eventually("ServiceAccount listed", func() bool { return w.p.deps.host.Listed(hostKey(kindServiceAccount, "robot")) })
 	finished := secretVolumePod("finished", "db")
 	finished.Status.Phase = corev1.PodSucceeded
 	add(finished)

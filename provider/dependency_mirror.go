@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
@@ -25,6 +26,7 @@ import (
 	"flotilla.io/flotilla/internal/podspec"
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
+	"flotilla.io/flotilla/provider/internal/objectwatch"
 	"flotilla.io/flotilla/provider/internal/transient"
 	"flotilla.io/flotilla/provider/mirror"
 )
@@ -73,12 +75,11 @@ type dependencies struct {
 	env   *env
 	fwd   lifecycle
 	queue workqueue.TypedRateLimitingInterface[string]
-	// secrets and configMaps read the data the host caches leave out.
-	secrets    *podcache.HostContents[*corev1.Secret]
-	configMaps *podcache.HostContents[*corev1.ConfigMap]
-	kinds      map[string]mirror.Mirrorer
+	kinds map[string]mirror.Mirrorer
+	// host watches, one at a time, the host objects that the host pods
+	// bound to this node use (dependency_watch.go).
+	host *objectwatch.Set
 
-	hostSAs     corev1listers.ServiceAccountLister
 	mirroredSAs corev1listers.ServiceAccountLister
 	memberPods  cache.Indexer
 	index       string
@@ -88,15 +89,14 @@ type dependencies struct {
 	synced    []cache.InformerSynced
 }
 
-// newDependencies registers the informers mirroring needs: the host's
-// Secrets, ConfigMaps and ServiceAccounts on HostInformers, and on
-// MemberInformers only the member copies of this installation (selected by
-// label, so the member's other Secrets are never cached; the virtual nodes
-// of one process may share the informers, each keeps to its own copies).
+// newDependencies registers what mirroring needs: on MemberInformers only
+// the member copies of this installation (selected by label, so the
+// member's other Secrets are never cached; the virtual nodes of one
+// process may share the informers, each keeps to its own copies), and in
+// the host a watch of each object the host pods of this node use, never
+// an informer of a whole kind: a node may read only those (see
+// dependency_watch.go).
 func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
-	if e.cfg.HostInformers == nil {
-		return nil, errors.New("provider: HostInformers is required")
-	}
 	d := &dependencies{
 		env: e, fwd: fwd,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -104,21 +104,20 @@ func newDependencies(e *env, fwd lifecycle) (*dependencies, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "dependencies"}),
 	}
 	copies := d.initMemberCopies()
-	host := d.initHostObjects()
-	d.initKinds(copies, host)
+	d.initHostObjects()
+	d.initKinds(copies)
 	if err := d.initPodIndexes(); err != nil {
 		return nil, err
 	}
 	d.synced = []cache.InformerSynced{d.env.cfg.MemberInformers.Pods().Informer().HasSynced,
-		copies[kindSecret].HasSynced, copies[kindConfigMap].HasSynced, copies[kindServiceAccount].HasSynced,
-		host[kindSecret].HasSynced, host[kindConfigMap].HasSynced, host[kindServiceAccount].HasSynced}
+		copies[kindSecret].HasSynced, copies[kindConfigMap].HasSynced, copies[kindServiceAccount].HasSynced}
 	if err := d.watchMemberPods(); err != nil {
 		return nil, err
 	}
 	if err := d.watchMemberCopies(copies); err != nil {
 		return nil, err
 	}
-	if err := d.watchHostObjects(host); err != nil {
+	if err := d.holdHostObjects(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -142,40 +141,18 @@ func (d *dependencies) initMemberCopies() informers {
 	return informers{kindSecret: own(&corev1.Secret{}), kindConfigMap: own(&corev1.ConfigMap{}), kindServiceAccount: own(&corev1.ServiceAccount{})}
 }
 
-// initHostObjects registers the host's informers, and the reads of the
-// data their caches leave out (HostObjectTransform): a mirror reads the
-// data of the Secrets and ConfigMaps it copies.
-func (d *dependencies) initHostObjects() informers {
-	host := d.env.cfg.HostInformers
-	hostCore := d.env.cfg.HostClient.CoreV1()
-	d.secrets = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
-		return hostCore.Secrets(ns).Get(ctx, n, metav1.GetOptions{})
-	})
-	d.configMaps = podcache.NewHostContents(func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
-		return hostCore.ConfigMaps(ns).Get(ctx, n, metav1.GetOptions{})
-	})
-	return informers{kindSecret: host.Secrets().Informer(), kindConfigMap: host.ConfigMaps().Informer(),
-		kindServiceAccount: host.ServiceAccounts().Informer()}
-}
-
 // initKinds makes the mirror of each kind, from the host's object (with
 // its data, overridden for the cluster) to this node's member copy.
-func (d *dependencies) initKinds(copies, host informers) {
+func (d *dependencies) initKinds(copies informers) {
 	e := d.env
-	hSecrets := corev1listers.NewSecretLister(host[kindSecret].GetIndexer())
-	hConfigMaps := corev1listers.NewConfigMapLister(host[kindConfigMap].GetIndexer())
-	hSAs := corev1listers.NewServiceAccountLister(host[kindServiceAccount].GetIndexer())
 	secrets := corev1listers.NewSecretLister(copies[kindSecret].GetIndexer())
 	configMaps := corev1listers.NewConfigMapLister(copies[kindConfigMap].GetIndexer())
 	sas := corev1listers.NewServiceAccountLister(copies[kindServiceAccount].GetIndexer())
 	owns := func(o metav1.Object) bool { return e.ours(o) }
 	d.kinds = map[string]mirror.Mirrorer{
 		kindSecret: mirror.SecretMirror(e.cfg.MemberClient,
-			func(ctx context.Context, ns, n string) (*corev1.Secret, error) {
-				obj, err := hSecrets.Secrets(ns).Get(n)
-				if err == nil {
-					obj, err = d.secrets.Of(ctx, obj)
-				}
+			func(_ context.Context, ns, n string) (*corev1.Secret, error) {
+				obj, err := hostObject[*corev1.Secret](d, kindSecret, ns, n)
 				if err != nil {
 					return nil, err
 				}
@@ -185,11 +162,8 @@ func (d *dependencies) initKinds(copies, host informers) {
 				return ownCopy[*corev1.Secret](e, kindSecret, n)(secrets.Secrets(ns).Get(n))
 			}, owns),
 		kindConfigMap: mirror.ConfigMapMirror(e.cfg.MemberClient,
-			func(ctx context.Context, ns, n string) (*corev1.ConfigMap, error) {
-				obj, err := hConfigMaps.ConfigMaps(ns).Get(n)
-				if err == nil {
-					obj, err = d.configMaps.Of(ctx, obj)
-				}
+			func(_ context.Context, ns, n string) (*corev1.ConfigMap, error) {
+				obj, err := hostObject[*corev1.ConfigMap](d, kindConfigMap, ns, n)
 				if err != nil {
 					return nil, err
 				}
@@ -200,7 +174,7 @@ func (d *dependencies) initKinds(copies, host informers) {
 			}, owns),
 		kindServiceAccount: mirror.ServiceAccountMirror(e.cfg.MemberClient,
 			func(_ context.Context, ns, n string) (*corev1.ServiceAccount, error) {
-				obj, err := hSAs.ServiceAccounts(ns).Get(n)
+				obj, err := hostObject[*corev1.ServiceAccount](d, kindServiceAccount, ns, n)
 				if err != nil {
 					return nil, err
 				}
@@ -210,7 +184,7 @@ func (d *dependencies) initKinds(copies, host informers) {
 				return ownCopy[*corev1.ServiceAccount](e, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
 			}, owns),
 	}
-	d.hostSAs, d.mirroredSAs = hSAs, sas
+	d.mirroredSAs = sas
 }
 
 // initPodIndexes indexes the member and the host pods by the objects they
@@ -282,29 +256,6 @@ func (d *dependencies) watchMemberCopies(copies informers) error {
 	return nil
 }
 
-// watchHostObjects propagates changes of host objects, and forwards the
-// pods that waited for an object which has just been created.
-func (d *dependencies) watchHostObjects(host informers) error {
-	for _, kind := range []string{kindSecret, kindConfigMap, kindServiceAccount} {
-		if _, err := host[kind].AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				d.enqueueHost(kind, obj)
-				if !initial {
-					d.forwardWaiting(kind, obj)
-				}
-			},
-			UpdateFunc: func(_, cur any) { d.enqueueHost(kind, cur) },
-			DeleteFunc: func(obj any) {
-				d.forgetContent(obj)
-				d.enqueueHost(kind, obj)
-			},
-		}); err != nil {
-			return fmt.Errorf("watch host %ss: %w", kind, err)
-		}
-	}
-	return nil
-}
-
 // ownCopy passes on a cached member copy only if it is this node's: another
 // virtual node's copy of the same name is as foreign as the member's own.
 func ownCopy[T metav1.Object](e *env, kind, name string) func(T, error) (T, error) {
@@ -352,44 +303,22 @@ func (d *dependencies) enqueueMirror(kind string, obj any) {
 	}
 }
 
-func (d *dependencies) enqueueHost(kind string, obj any) {
-	if m := objectOf(obj); m != nil {
-		d.queue.Add(dependencyKey(kind, m.GetNamespace(), m.GetName()))
-	}
-}
-
-// forgetContent drops what was read of a host object that is gone.
-func (d *dependencies) forgetContent(obj any) {
-	switch o := objectOf(obj).(type) {
-	case *corev1.Secret:
-		d.secrets.Forget(o.UID)
-	case *corev1.ConfigMap:
-		d.configMaps.Forget(o.UID)
-	}
-}
-
-// forwardWaiting hands the host pods that wait for a newly created object
-// back to the provider's forwarding retries.
-func (d *dependencies) forwardWaiting(kind string, obj any) {
-	m := objectOf(obj)
-	if m == nil {
-		return
-	}
-	for _, pod := range d.waiting(objectRef{kind: kind, name: m.GetName()}, m.GetNamespace()) {
-		d.fwd.retry(pod.Namespace + "/" + pod.Name)
-	}
-}
-
-// run syncs mirrored objects until ctx ends. It waits for the caches first:
-// an incomplete member pod cache would make used objects look unused.
+// run syncs mirrored objects, and watches the host objects in use, until
+// ctx ends. It waits for the caches first: an incomplete member pod cache
+// would make used objects look unused.
 func (d *dependencies) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { d.host.Run(ctx) })
 	keyqueue.RunSynced(ctx, d.queue, d.synced, dependencyWorkers, d.sync)
+	wg.Wait()
 }
 
 // sync brings the member copy of one host object in line with the host
 // object and its users: deleted when unused, created or updated when used.
 // A used object deleted in the host keeps its last member copy, as a
-// kubelet keeps the last content of a mounted Secret.
+// kubelet keeps the last content of a mounted Secret, and so does one no
+// host pod of this node uses any more while a member pod still does (its
+// host pod was deleted): it is not watched, and goes with the member pod.
 func (d *dependencies) sync(ctx context.Context, key string) error {
 	kind, rest, _ := strings.Cut(key, "/")
 	hostNS, name, _ := strings.Cut(rest, "/")
@@ -407,6 +336,8 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 	}
 	out, err := k.Apply(ctx, hostNS, name, t)
 	switch {
+	case errors.Is(err, objectwatch.ErrNotWatched):
+		return nil
 	case apierrors.IsNotFound(err) || transient.NamespaceTerminating(err):
 		return nil // no member namespace (yet, or any more): forwarding creates it and mirrors again
 	case err != nil:
@@ -414,7 +345,7 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 	case out == mirror.NotOwned:
 		log.G(ctx).WithField("object", key).Debug("member object of that name is not flotilla's, left alone")
 	case out == mirror.Mirrored && kind == kindServiceAccount:
-		if sa, err := d.hostSAs.ServiceAccounts(hostNS).Get(name); err == nil {
+		if sa, err := hostObject[*corev1.ServiceAccount](d, kindServiceAccount, hostNS, name); err == nil {
 			for _, s := range sa.ImagePullSecrets {
 				d.queue.Add(dependencyKey(kindSecret, hostNS, s.Name))
 			}

@@ -163,14 +163,17 @@ func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 	fast := func() workqueue.TypedRateLimiter[any] {
 		return workqueue.NewTypedItemExponentialFailureRateLimiter[any](5*time.Millisecond, time.Second)
 	}
+	// As in flotilla-node: never started, for a node may not list them.
+	configMaps := kube.ConfigMapInformer(kube.NewInformer(w.host, &corev1.ConfigMap{}, metav1.NamespaceAll, 0, nil, cache.Indexers{}))
+	secrets := kube.SecretInformer(kube.NewInformer(w.host, &corev1.Secret{}, metav1.NamespaceAll, 0, nil, cache.Indexers{}))
 	pc, err := node.NewPodController(node.PodControllerConfig{
 		PodClient:                            w.host.CoreV1(),
 		PodInformer:                          podcache.PodInformerForVirtualKubelet(podInformer),
 		EventRecorder:                        recorder,
 		Provider:                             p,
 		PodEventFilterFunc:                   p.PodEventFilter,
-		ConfigMapInformer:                    hostFactory.ConfigMaps(),
-		SecretInformer:                       hostFactory.Secrets(),
+		ConfigMapInformer:                    configMaps,
+		SecretInformer:                       secrets,
 		ServiceInformer:                      hostFactory.Services(),
 		SkipDownwardAPIResolution:            true,
 		SyncPodsFromKubernetesRateLimiter:    fast(),

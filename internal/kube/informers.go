@@ -160,6 +160,18 @@ func NewInformer(c Interface, obj runtime.Object, namespace string, resync time.
 // newInformer is NewInformer calling reconnected, when set, each time
 // the apiserver answers again after a list or watch could not reach it.
 func newInformer(c Interface, obj runtime.Object, namespace string, resync time.Duration, tweak func(*metav1.ListOptions), indexers cache.Indexers, reconnected func()) cache.SharedIndexInformer {
+	return cache.NewSharedIndexInformer(newListWatch(c, obj, namespace, tweak, reconnected), obj, resync, indexers)
+}
+
+// NewListWatch returns the lists and watches of obj's type (a type
+// flotilla-node watches) in namespace, changed by tweak, for an informer
+// of client-go's own making; they wait for an unreachable apiserver as
+// NewInformer's do.
+func NewListWatch(c Interface, obj runtime.Object, namespace string, tweak func(*metav1.ListOptions)) cache.ListerWatcher {
+	return newListWatch(c, obj, namespace, tweak, nil)
+}
+
+func newListWatch(c Interface, obj runtime.Object, namespace string, tweak func(*metav1.ListOptions), reconnected func()) cache.ListerWatcher {
 	list, watchFn := listWatch(c, obj, namespace)
 	wait := notifying(reachable(c), reconnected)
 	list, watchFn = waitingList(list, wait), waitingWatch(watchFn, wait)
@@ -177,7 +189,7 @@ func newInformer(c Interface, obj runtime.Object, namespace string, resync time.
 			return watchFn(ctx, o)
 		},
 	}
-	return cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c), obj, resync, indexers)
+	return cache.ToListWatcherWithWatchListSemantics(lw, c)
 }
 
 type (
@@ -254,6 +266,18 @@ func (f *Factory) PersistentVolumeClaims() coreinformers.PersistentVolumeClaimIn
 }
 func (f *Factory) StorageClasses() storageinformers.StorageClassInformer {
 	return typedInformer[storagelisters.StorageClassLister]{f.typed(&storagev1.StorageClass{}), storagelisters.NewStorageClassLister}
+}
+
+// SecretInformer gives inf, an informer of Secrets (NewInformer),
+// client-go's typed interface.
+func SecretInformer(inf cache.SharedIndexInformer) coreinformers.SecretInformer {
+	return typedInformer[corelisters.SecretLister]{inf, corelisters.NewSecretLister}
+}
+
+// ConfigMapInformer gives inf, an informer of ConfigMaps (NewInformer),
+// client-go's typed interface.
+func ConfigMapInformer(inf cache.SharedIndexInformer) coreinformers.ConfigMapInformer {
+	return typedInformer[corelisters.ConfigMapLister]{inf, corelisters.NewConfigMapLister}
 }
 
 // typedInformer is an informer with its typed lister L.
