@@ -60,6 +60,9 @@ func New(cfg Config) (*Gate, error) {
 			pr.Out.URL.Scheme = "https"
 			pr.Out.URL.Host = cfg.Server
 			pr.Out.Host = ""
+			if pr.Out.Body != nil {
+				pr.Out.Body = interruptible(pr.Out.Body)
+			}
 		},
 		Transport: transport,
 		// Every message is passed on as it comes: a tunnel, not a page.

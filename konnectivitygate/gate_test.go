@@ -74,6 +74,7 @@ type rig struct {
 	gate     string // the gate's address, where agents dial
 	agentsCA *testCA
 	server   *fakeServer
+	stop     func() // stops the server, closing its connections
 	log      *logtest.Hook
 }
 
@@ -94,6 +95,7 @@ func newRig(t *testing.T) *rig {
 	}
 	go func() { _ = srv.Serve(sl) }()
 	t.Cleanup(srv.Stop)
+	r.stop = srv.Stop
 
 	r.gate = r.startGate(t, sl.Addr().String(), gateCA.issue(t, "gate", leaf{usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}))
 	return r
@@ -292,5 +294,27 @@ func TestGateWithoutServer(t *testing.T) {
 	err = outcome(t, conn, "ipv4=10.0.0.5")
 	if st := status.Convert(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "konnectivity-server unreachable") {
 		t.Errorf("a stream with the server down ended with %v, want Unavailable", err)
+	}
+}
+
+// TestGateEndsStreamsWhenTheServerGoes: when the server goes away, the
+// agent's stream through the gate ends too, so that the agent dials again
+// and finds the server once it is back.
+func TestGateEndsStreamsWhenTheServerGoes(t *testing.T) {
+	r := newRig(t)
+	conn := r.dial(t, r.agentsCA, "agent-near", leaf{ips: []string{"10.0.0.5"}})
+	s := connect(t, conn, "ipv4=10.0.0.5")
+	echo(t, s, "before")
+	r.stop()
+	ended := make(chan error, 1)
+	go func() { ended <- s.RecvMsg(&wrapperspb.StringValue{}) }()
+	select {
+	case err := <-ended:
+		if err == nil {
+			t.Error("the stream went on after the server went away")
+		}
+		t.Logf("the stream ended: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream still open 5s after the server went away")
 	}
 }
