@@ -23,13 +23,13 @@ func TestBuildIsTheImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	env, flags := goBuildOf(t, string(b))
-	for _, e := range BuildEnv {
+	for _, e := range testworld.BuildEnv {
 		if !slices.Contains(env, e) {
 			t.Errorf("the Dockerfile builds without %s; its environment: %q", e, env)
 		}
 	}
-	if !slices.Equal(flags, slices.Sorted(slices.Values(BuildFlags))) {
-		t.Errorf("the Dockerfile builds with flags %q, the tests with %q", flags, BuildFlags)
+	if !slices.Equal(flags, slices.Sorted(slices.Values(testworld.BuildFlags))) {
+		t.Errorf("the Dockerfile builds with flags %q, the tests with %q", flags, testworld.BuildFlags)
 	}
 }
 
