@@ -3,7 +3,8 @@
 // certificate names (package konnectivitygate): a pull-mode member can then
 // no longer claim another member's address. Run it beside the server, which
 // listens for agents on loopback only and trusts only the gate's client
-// certificate (docs/install.md, "Pull").
+// certificate (docs/install.md, "Pull"); the Dockerfile beside this file
+// builds its image.
 package main
 
 import (
