@@ -10,7 +10,7 @@
 # The binary is built first and runs in the recipe's place (not under
 # `go run`, which turns any stop into an error of its own). It is built
 # with the environment and flags the demo then builds flotilla's binaries
-# with (test/fleet's BuildEnv and BuildFlags), so that the packages they
+# with (test/testworld's BuildEnv and BuildFlags), so that the packages they
 # share are compiled once.
 DEMO_BIN := $(HOME)/.cache/flotilla/bin/demo
 DEMO_FLAGS ?=

@@ -2,7 +2,8 @@
 // on and write where users and other components read them: labels
 // (labels.go), annotations (annotations.go), taints (taints.go), condition
 // types and reasons (conditions.go), event reasons (events.go), scheduling
-// gates (gates.go), and the identity stamped on member objects (owner.go).
+// gates (gates.go), the identity stamped on member objects (owner.go), and
+// the default-route name of Konnectivity agent certificates (konnectivity.go).
 // The plugin (kubectl-flotilla) reads these names from here, so the package
 // depends on Kubernetes API types at most: importing it links no
 // controller.

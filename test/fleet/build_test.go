@@ -10,26 +10,28 @@ import (
 	"flotilla.io/flotilla/test/testworld"
 )
 
-// TestBuildIsTheImages fails when the image's Dockerfile and the tests
-// build flotilla-node differently: what the tests and the bench measure
-// would then not be what users run.
+// TestBuildIsTheImages fails when an image's Dockerfile and the tests
+// build a binary differently: what the tests and the bench measure would
+// then not be what users run.
 func TestBuildIsTheImages(t *testing.T) {
 	root, err := testworld.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(root, "cmd", "flotilla-node", "Dockerfile"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, flags := goBuildOf(t, string(b))
-	for _, e := range BuildEnv {
-		if !slices.Contains(env, e) {
-			t.Errorf("the Dockerfile builds without %s; its environment: %q", e, env)
+	for _, cmd := range []string{"flotilla-node", testworld.KonnectivityGateCommand} {
+		b, err := os.ReadFile(filepath.Join(root, "cmd", cmd, "Dockerfile"))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !slices.Equal(flags, slices.Sorted(slices.Values(BuildFlags))) {
-		t.Errorf("the Dockerfile builds with flags %q, the tests with %q", flags, BuildFlags)
+		env, flags := goBuildOf(t, string(b))
+		for _, e := range testworld.BuildEnv {
+			if !slices.Contains(env, e) {
+				t.Errorf("%s's Dockerfile builds without %s; its environment: %q", cmd, e, env)
+			}
+		}
+		if !slices.Equal(flags, slices.Sorted(slices.Values(testworld.BuildFlags))) {
+			t.Errorf("%s's Dockerfile builds with flags %q, the tests with %q", cmd, flags, testworld.BuildFlags)
+		}
 	}
 }
 

@@ -49,6 +49,10 @@ func Prepare(ctx context.Context) error {
 	if _, err := build(ctx, "flotilla-policy", os.DevNull); err != nil {
 		return err
 	}
+	// The world builds its Konnectivity gate itself, in the namespace.
+	if _, err := build(ctx, testworld.KonnectivityGateCommand, os.DevNull); err != nil {
+		return err
+	}
 	_, err := build(ctx, "kubectl-flotilla", os.DevNull)
 	return err
 }
@@ -106,36 +110,10 @@ func buildNode(ctx context.Context, out string) (string, error) {
 	return build(ctx, "flotilla-node", out)
 }
 
-// BuildEnv and BuildFlags are how cmd/flotilla-node/Dockerfile builds the
-// image's binary: static, without cgo, paths or symbols. The tests, the
-// demo and the bench build the same binary, so that they run and measure
-// what users run. A dynamically linked build with its symbols idles about
-// 5 MiB larger (libc and the loader mapped, more pages of the binary).
-var (
-	BuildEnv   = []string{"CGO_ENABLED=0"}
-	BuildFlags = []string{"-trimpath", "-ldflags=-s -w"}
-)
-
-// build compiles cmd/<name> into out.
+// build compiles cmd/<name> into out, with the world's build environment
+// and flags (testworld.BuildFlags).
 func build(ctx context.Context, name, out string) (string, error) {
-	return BuildPackage(ctx, "./cmd/"+name, out)
-}
-
-// BuildPackage compiles the main package pkg, a path from the repository's
-// root, into out, as the image's flotilla-node is built.
-func BuildPackage(ctx context.Context, pkg, out string) (string, error) {
-	root, err := testworld.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	args := append(append([]string{"build"}, BuildFlags...), "-o", out, pkg)
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Env = append(os.Environ(), BuildEnv...)
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, b)
-	}
-	return out, nil
+	return testworld.BuildPackage(ctx, "./cmd/"+name, out)
 }
 
 // Fleet is a test world with one flotilla-node per member cluster.

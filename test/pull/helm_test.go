@@ -113,10 +113,11 @@ func TestHelmInstallPullMode(t *testing.T) {
 	hostKC := writeKubeconfig(t, "https://"+net.JoinHostPort(site.Gateway, port), token.Data["ca.crt"], string(token.Data["token"]))
 
 	// What the operator puts in the member first: the agent's credentials
-	// from the Konnectivity CA, and the kubelet endpoint's serving
+	// from the Konnectivity CA, naming the address the agent claims (the
+	// gate refuses any other), and the kubelet endpoint's serving
 	// certificate from the CA the host apiserver verifies kubelets with.
 	k := env.World.Konnectivity()
-	agentCert, agentKey, err := k.IssueAgentCert(release)
+	agentCert, agentKey, err := k.IssueAgentCert(release, site.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,15 @@ import (
 // traffic for an address of that site goes through its own agent (the
 // server's destHost strategy).
 //
-// Agents authenticate to the server with client certificates of a CA of
-// the world's Konnectivity alone, which every pull-mode member holds.
+// Agents authenticate with client certificates of a CA of the world's
+// Konnectivity alone, which every pull-mode member holds, and dial
+// flotilla-konnectivity-gate, not the server: the gate lets an agent claim
+// only the identifiers its certificate names (a site's agent its site's
+// address as an IP SAN, the world's agent the default-route URI SAN), and
+// proxies what it lets through to the server's agent port, which listens
+// on 127.0.0.1 and trusts only the gate's client certificate, of a CA of
+// its own. A member that claims another's address is refused there and
+// never reaches the server.
 //
 // The server's frontend, where traffic enters the tunnel, speaks HTTP
 // CONNECT over mutual TLS (proxy-server --mode=http-connect; one mode per
@@ -58,26 +65,33 @@ type Konnectivity struct {
 	// ProxyURL is the frontend, https://127.0.0.1:<port>: the host
 	// apiserver's egress and the host metrics-server's HTTPS_PROXY.
 	ProxyURL string
-	// AgentPort is the port agents dial, on 0.0.0.0 of the world: a site
-	// reaches it at its gateway.
+	// AgentPort is the port agents dial, the gate's, on 0.0.0.0 of the
+	// world: a site reaches it at its gateway.
 	AgentPort int
-	// CAFile is the CA of the server's serving certificate toward agents
+	// CAFile is the CA of the gate's serving certificate toward agents
 	// and of the agents' client certificates.
 	CAFile string
 
-	dir          string
-	ca           *authority // agents' side
-	frontendCA   *authority // clients of the frontend
-	serverCert   string     // toward agents
-	serverKey    string
-	frontendCert string // toward the host apiserver and metrics-server
-	frontendKey  string
-	frontendPort int
-	adminPort    int
-	healthPort   int
-	egressConfig string
-	server       *Process
-	agents       map[string]*konnectivityAgent
+	dir           string
+	ca            *authority // agents' side
+	gateCA        *authority // between the gate and the server
+	frontendCA    *authority // clients of the frontend
+	gateCert      string     // the gate's, toward agents
+	gateKey       string
+	serverCert    string // the server's, toward the gate
+	serverKey     string
+	gateClient    string // the gate's, toward the server
+	gateClientKey string
+	serverPort    int    // the server's agent port, on 127.0.0.1, where the gate dials
+	frontendCert  string // toward the host apiserver and metrics-server
+	frontendKey   string
+	frontendPort  int
+	adminPort     int
+	healthPort    int
+	egressConfig  string
+	server        *Process
+	gate          *Process
+	agents        map[string]*konnectivityAgent
 }
 
 type konnectivityAgent struct {
@@ -106,30 +120,45 @@ egressSelections:
           clientKey: %s
 `
 
-// newKonnectivity prepares the server's certificates toward agents in dir
-// and returns the path the host apiserver's egress selector configuration
-// will have; prepareFrontend writes it once the host's CA exists. Agents
-// in sites dial the server at AdvertiseIP, through their gateway, so its
-// certificate needs no gateway address.
+// newKonnectivity prepares the certificates of the gate and the server
+// toward agents and toward each other in dir, and returns the path the
+// host apiserver's egress selector configuration will have;
+// prepareFrontend writes it once the host's CA exists. Agents in sites
+// dial the gate at AdvertiseIP, through their gateway, so its certificate
+// needs no gateway address.
 func newKonnectivity(dir string, ports *portAllocator) (*Konnectivity, string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
 	k := &Konnectivity{dir: dir, egressConfig: filepath.Join(dir, "egress-selector.yaml"), agents: map[string]*konnectivityAgent{}}
-	p, err := ports.allocateN(4)
+	p, err := ports.allocateN(5)
 	if err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
-	k.AgentPort, k.adminPort, k.healthPort, k.frontendPort = p[0], p[1], p[2], p[3]
+	k.AgentPort, k.adminPort, k.healthPort, k.frontendPort, k.serverPort = p[0], p[1], p[2], p[3], p[4]
 	k.ProxyURL = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(k.frontendPort))
 	if k.ca, err = newAuthority(dir, "ca", "testworld-konnectivity-ca"); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
 	k.CAFile = k.ca.CertFile
-	if k.serverCert, k.serverKey, err = k.ca.issueFiles(dir, "server", certSpec{
-		commonName: "konnectivity-server", dnsNames: []string{"localhost"},
+	if k.gateCert, k.gateKey, err = k.ca.issueFiles(dir, "gate", certSpec{
+		commonName: "flotilla-konnectivity-gate", dnsNames: []string{"localhost"},
 		ips:    []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(AdvertiseIP)},
 		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, "", fmt.Errorf("konnectivity: %w", err)
+	}
+	if k.gateCA, err = newAuthority(dir, "gate-ca", "testworld-konnectivity-gate-ca"); err != nil {
+		return nil, "", fmt.Errorf("konnectivity: %w", err)
+	}
+	if k.serverCert, k.serverKey, err = k.gateCA.issueFiles(dir, "server", certSpec{
+		commonName: "konnectivity-server", ips: []net.IP{net.ParseIP("127.0.0.1")},
+		usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}); err != nil {
+		return nil, "", fmt.Errorf("konnectivity: %w", err)
+	}
+	if k.gateClient, k.gateClientKey, err = k.gateCA.issueFiles(dir, "gate-client", certSpec{
+		commonName: "flotilla-konnectivity-gate", usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}); err != nil {
 		return nil, "", fmt.Errorf("konnectivity: %w", err)
 	}
@@ -212,16 +241,40 @@ func (k *Konnectivity) startServer(w *World) error {
 		"--server-key="+k.frontendKey,
 		// Without it the frontend asks for no client certificate at all.
 		"--server-ca-cert="+k.frontendCA.CertFile,
-		"--agent-port="+strconv.Itoa(k.AgentPort),
+		// Agents reach the server only through the gate: it listens
+		// on loopback and trusts the gate's client certificate alone.
+		"--agent-bind-address=127.0.0.1",
+		"--agent-port="+strconv.Itoa(k.serverPort),
 		"--admin-port="+strconv.Itoa(k.adminPort),
 		"--health-port="+strconv.Itoa(k.healthPort),
 		"--health-bind-address=127.0.0.1",
 		"--cluster-cert="+k.serverCert,
 		"--cluster-key="+k.serverKey,
-		"--cluster-ca-cert="+k.ca.CertFile,
+		"--cluster-ca-cert="+k.gateCA.CertFile,
 		// An address one agent claims goes to it; anything else to the
 		// agent of the world's own network.
 		"--proxy-strategies=destHost,defaultRoute",
+	)
+	return err
+}
+
+// startGate builds flotilla-konnectivity-gate and starts it in front of
+// the server: agents dial it at AgentPort, on every address of the world.
+func (k *Konnectivity) startGate(ctx context.Context, w *World) error {
+	bin, err := BuildPackage(ctx, "./cmd/"+KonnectivityGateCommand, filepath.Join(k.dir, KonnectivityGateCommand))
+	if err != nil {
+		return fmt.Errorf("konnectivity gate: %w", err)
+	}
+	k.gate, err = w.StartProcess("konnectivity-gate", bin,
+		"--listen-address=:"+strconv.Itoa(k.AgentPort),
+		"--tls-cert-file="+k.gateCert,
+		"--tls-private-key-file="+k.gateKey,
+		"--agent-ca-file="+k.ca.CertFile,
+		"--server-address="+net.JoinHostPort("127.0.0.1", strconv.Itoa(k.serverPort)),
+		"--server-client-cert-file="+k.gateClient,
+		"--server-client-key-file="+k.gateClientKey,
+		"--server-ca-file="+k.gateCA.CertFile,
+		"--log-level=debug",
 	)
 	return err
 }
@@ -238,8 +291,10 @@ func (k *Konnectivity) StartAgent(w *World, name string, s *Site) error {
 }
 
 // StartAgentAs starts an agent in site s (the world for nil) that tells
-// the server it is identifiers (URL-encoded, as proxy-agent takes them):
-// what any holder of an agent certificate can claim, a forger included.
+// the server it is identifiers (URL-encoded, as proxy-agent takes them).
+// Its certificate names what the agent of s may claim (agentCertSpec),
+// whatever it claims: a forger is an agent of its own site claiming
+// another's address.
 func (k *Konnectivity) StartAgentAs(w *World, name string, s *Site, identifiers string) error {
 	if old := k.agents[name]; old != nil && old.process != nil {
 		_ = old.process.Stop()
@@ -256,11 +311,13 @@ func (k *Konnectivity) StartAgentAs(w *World, name string, s *Site, identifiers 
 		return fmt.Errorf("konnectivity agent %s: %w", name, err)
 	}
 	a.healthPort, a.adminPort = p[0], p[1]
-	cert, key, err := k.ca.issueFiles(k.dir, "agent-"+name, certSpec{
-		commonName: "konnectivity-agent-" + name, usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	addr := ""
+	if s != nil {
+		addr = s.Addr
+	}
+	cert, key, err := k.IssueAgentCert(name, addr)
 	if err != nil {
-		return fmt.Errorf("konnectivity agent %s: %w", name, err)
+		return err
 	}
 	a.process, err = w.StartSiteProcess(s, name, w.bin.KonnectivityAgent,
 		"--proxy-server-host="+host,
@@ -299,6 +356,11 @@ func (k *Konnectivity) Agent(name string) *Process {
 
 // Server returns the proxy-server's process.
 func (k *Konnectivity) Server() *Process { return k.server }
+
+// Gate returns the process of flotilla-konnectivity-gate, in front of the
+// server's agent port. It logs each stream it refuses, naming the
+// identifier and the certificate.
+func (k *Konnectivity) Gate() *Process { return k.gate }
 
 // RestartServer starts the proxy-server again after it was stopped.
 func (k *Konnectivity) RestartServer(w *World) error {

@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -39,6 +40,7 @@ type certSpec struct {
 	organization []string // Kubernetes reads a client certificate's O as groups
 	dnsNames     []string
 	ips          []net.IP
+	uris         []*url.URL
 	usages       []x509.ExtKeyUsage
 }
 
@@ -92,6 +94,7 @@ func (a *authority) issue(spec certSpec) (certPEM, keyPEM []byte, err error) {
 		Subject:      pkix.Name{CommonName: spec.commonName, Organization: spec.organization},
 		DNSNames:     spec.dnsNames,
 		IPAddresses:  spec.ips,
+		URIs:         spec.uris,
 		// Backdated so that a certificate is valid the moment it exists,
 		// whatever the rounding of the components' clocks.
 		NotBefore:   now.Add(-time.Hour),

@@ -315,10 +315,13 @@ func binariesByVersion(ctx context.Context, bin Bin, cfg Config) (map[string]Bin
 	return binOf, nil
 }
 
-// startKonnectivity starts the proxy-server and its agents, and waits
-// until every agent is connected.
+// startKonnectivity starts the proxy-server, the gate in front of it and
+// the agents, and waits until every agent is connected.
 func (w *World) startKonnectivity(ctx context.Context) error {
 	if err := w.konn.startServer(w); err != nil {
+		return err
+	}
+	if err := w.konn.startGate(ctx, w); err != nil {
 		return err
 	}
 	names := []string{DefaultAgent}

@@ -69,7 +69,7 @@ func Run(o *Options, command string) (*measure.Results, error) {
 			return nil, err
 		}
 	}
-	floorBinary, err := fleet.BuildPackage(ctx, world.FloorPackage, filepath.Join(dir, "floor"))
+	floorBinary, err := testworld.BuildPackage(ctx, world.FloorPackage, filepath.Join(dir, "floor"))
 	if err != nil {
 		return nil, err
 	}
