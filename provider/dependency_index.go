@@ -7,12 +7,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/internal/podstate"
-	"flotilla.io/flotilla/provider/internal/objectwatch"
 )
 
 // usedKeys are the index keys of the objects a pod of namespace with spec
@@ -46,16 +44,11 @@ func (d *dependencies) indexHostPod(obj any) ([]string, error) {
 	return usedKeys(pod.Namespace, &pod.Spec), nil
 }
 
-// hostPodDependencies is what a host pod needs, including the image pull
-// secrets of its ServiceAccount.
+// hostPodDependencies is what a host pod needs: what its spec names. The
+// image pull secrets of its ServiceAccount are not among them: the host's
+// admission copied them into the spec of the pods that use them.
 func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
-	var pull []corev1.LocalObjectReference
-	if sa := pod.Spec.ServiceAccountName; sa != "" && sa != defaultServiceAccount {
-		if obj, err := hostObject[*corev1.ServiceAccount](d, kindServiceAccount, pod.Namespace, sa); err == nil {
-			pull = obj.ImagePullSecrets
-		}
-	}
-	return podDependencies(&pod.Spec, pull)
+	return podDependencies(&pod.Spec, nil)
 }
 
 // waiting returns the host pods bound to this node, not finished or being
@@ -64,15 +57,6 @@ func (d *dependencies) hostPodDependencies(pod *corev1.Pod) []dependency {
 // pull secret, through their ServiceAccount.
 func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 	keys := []string{hostNS + "/" + ref.kind + "/" + ref.name}
-	if ref.kind == kindSecret {
-		// The watched ServiceAccounts that name it as an image pull secret
-		// hold it (pullSecrets).
-		for _, h := range d.host.Holders(objectwatch.Key{Kind: kindSecret, Namespace: hostNS, Name: ref.name}) {
-			if h.Kind == kindServiceAccount && h.Name != defaultServiceAccount {
-				keys = append(keys, hostNS+"/"+kindServiceAccount+"/"+h.Name)
-			}
-		}
-	}
 	memberNS := d.env.target(hostNS).Namespace
 	var out []*corev1.Pod
 	found := map[types.UID]bool{}
@@ -102,14 +86,6 @@ func (d *dependencies) waiting(ref objectRef, hostNS string) []*corev1.Pod {
 func (d *dependencies) needed(ref objectRef, hostNS, memberNS string) bool {
 	if keys, _ := d.memberPods.IndexKeys(d.index, memberNS+"/"+ref.kind+"/"+ref.name); len(keys) > 0 {
 		return true
-	}
-	if ref.kind == kindSecret {
-		sas, _ := d.mirroredSAs.ServiceAccounts(memberNS).List(labels.Everything())
-		for _, sa := range sas {
-			if d.env.ours(sa) && slices.ContainsFunc(sa.ImagePullSecrets, func(s corev1.LocalObjectReference) bool { return s.Name == ref.name }) {
-				return true
-			}
-		}
 	}
 	return len(d.waiting(ref, hostNS)) > 0
 }

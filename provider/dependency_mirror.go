@@ -80,9 +80,8 @@ type dependencies struct {
 	// bound to this node use (dependency_watch.go).
 	host *objectwatch.Set
 
-	mirroredSAs corev1listers.ServiceAccountLister
-	memberPods  cache.Indexer
-	index       string
+	memberPods cache.Indexer
+	index      string
 	// hostPods indexes the host pods by the objects they use (hostIndex).
 	hostPods  cache.Indexer
 	hostIndex string
@@ -184,7 +183,6 @@ func (d *dependencies) initKinds(copies informers) {
 				return ownCopy[*corev1.ServiceAccount](e, kindServiceAccount, n)(sas.ServiceAccounts(ns).Get(n))
 			}, owns),
 	}
-	d.mirroredSAs = sas
 }
 
 // initPodIndexes indexes the member and the host pods by the objects they
@@ -295,12 +293,6 @@ func (d *dependencies) enqueueMirror(kind string, obj any) {
 		return
 	}
 	d.queue.Add(dependencyKey(kind, hostNS, m.GetName()))
-	if sa, ok := m.(*corev1.ServiceAccount); ok {
-		// Its image pull secrets may have lost their last user with it.
-		for _, s := range sa.ImagePullSecrets {
-			d.queue.Add(dependencyKey(kindSecret, hostNS, s.Name))
-		}
-	}
 }
 
 // run syncs mirrored objects, and watches the host objects in use, until
@@ -344,12 +336,6 @@ func (d *dependencies) sync(ctx context.Context, key string) error {
 		return fmt.Errorf("mirror %s %s/%s into cluster %s: %w", kind, t.Namespace, name, t.Cluster, err)
 	case out == mirror.NotOwned:
 		log.G(ctx).WithField("object", key).Debug("member object of that name is not flotilla's, left alone")
-	case out == mirror.Mirrored && kind == kindServiceAccount:
-		if sa, err := hostObject[*corev1.ServiceAccount](d, kindServiceAccount, hostNS, name); err == nil {
-			for _, s := range sa.ImagePullSecrets {
-				d.queue.Add(dependencyKey(kindSecret, hostNS, s.Name))
-			}
-		}
 	}
 	return nil
 }

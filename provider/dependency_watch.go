@@ -40,28 +40,12 @@ func (d *dependencies) initHostObjects() {
 	d.host = objectwatch.New(objectwatch.Config{
 		Client: d.env.cfg.HostClient,
 		Kinds: map[string]objectwatch.Kind{
-			kindSecret:    {Object: &corev1.Secret{}, Resource: corev1.Resource("secrets")},
-			kindConfigMap: {Object: &corev1.ConfigMap{}, Resource: corev1.Resource("configmaps")},
-			// A ServiceAccount's image pull secrets are mirrored with it.
-			kindServiceAccount: {Object: &corev1.ServiceAccount{}, Resource: corev1.Resource("serviceaccounts"), Refers: pullSecrets},
+			kindSecret:         {Object: &corev1.Secret{}, Resource: corev1.Resource("secrets")},
+			kindConfigMap:      {Object: &corev1.ConfigMap{}, Resource: corev1.Resource("configmaps")},
+			kindServiceAccount: {Object: &corev1.ServiceAccount{}, Resource: corev1.Resource("serviceaccounts")},
 		},
 		Changed: d.hostObjectChanged,
 	})
-}
-
-// pullSecrets are the image pull secrets of a ServiceAccount.
-func pullSecrets(obj runtime.Object) []objectwatch.Key {
-	sa, ok := obj.(*corev1.ServiceAccount)
-	if !ok {
-		return nil
-	}
-	out := make([]objectwatch.Key, 0, len(sa.ImagePullSecrets))
-	for _, s := range sa.ImagePullSecrets {
-		if s.Name != "" {
-			out = append(out, objectwatch.Key{Kind: kindSecret, Namespace: sa.Namespace, Name: s.Name})
-		}
-	}
-	return out
 }
 
 // holdHostObjects holds, for each host pod bound to this node, the objects

@@ -174,20 +174,25 @@ func TestSecretUpdateReachesMember(t *testing.T) {
 	w.eventually("member Secret updated", func() bool { return memberPW() == "2" })
 }
 
-// TestServiceAccountPullSecretsWatched: the image pull secrets of a
-// ServiceAccount in use are watched with it, and mirrored.
-func TestServiceAccountPullSecretsWatched(t *testing.T) {
+// TestServiceAccountPullSecretsNotRead: the image pull secrets of a
+// ServiceAccount in use are neither watched nor mirrored, and its copy
+// names none: a virtual node, like a kubelet, reads only the Secrets its
+// pods name, and the host's admission named in the pod those it uses.
+func TestServiceAccountPullSecretsNotRead(t *testing.T) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "robot"},
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}}
 	pull := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "regcred"}, Data: map[string][]byte{"k": []byte("v")}}
 	w := newHarness(t, func(c *harnessConfig) { c.hostObjects = []runtime.Object{sa, pull} })
 	w.createHostPod(boundPod("web", func(p *corev1.Pod) { p.Spec.ServiceAccountName = "robot" }))
 	w.runMemberPod(testNamespace, "web")
-	if !w.watched(hostKey(kindSecret, "regcred")) {
-		t.Error("pull secret of the pod's ServiceAccount not watched")
+	if w.watched(hostKey(kindSecret, "regcred")) {
+		t.Error("pull secret of the pod's ServiceAccount watched")
 	}
-	if _, err := w.member.CoreV1().Secrets(testNamespace).Get(w.ctx, "regcred", metav1.GetOptions{}); err != nil {
-		t.Errorf("pull secret not mirrored: %v", err)
+	if _, err := w.member.CoreV1().Secrets(testNamespace).Get(w.ctx, "regcred", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("pull secret of the pod's ServiceAccount mirrored (err %v)", err)
+	}
+	if copied, err := w.member.CoreV1().ServiceAccounts(testNamespace).Get(w.ctx, "robot", metav1.GetOptions{}); err != nil || len(copied.ImagePullSecrets) != 0 {
+		t.Errorf("member ServiceAccount = %+v, %v; want a copy naming no pull secret", copied, err)
 	}
 	must(t, w.host.CoreV1().Pods(testNamespace).Delete(w.ctx, "web", metav1.DeleteOptions{}))
 	w.eventually("watches stopped", func() bool { return len(w.p.deps.host.Watched()) == 0 })

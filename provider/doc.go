@@ -15,9 +15,11 @@
 //     pod changes followed, and host pod statuses written;
 //   - hand_back.go: a pod the member cannot schedule is handed back;
 //   - dependency_check.go, dependency_mirror.go, dependency_index.go,
-//     dependency_references.go, kubelet_events.go: the Secrets, ConfigMaps
-//     and ServiceAccounts a pod uses are mirrored before it is forwarded,
-//     and a pod waiting for one says so as a kubelet would;
+//     dependency_references.go, dependency_watch.go, kubelet_events.go: the
+//     Secrets, ConfigMaps and ServiceAccounts a pod uses are watched one
+//     object at a time (internal/objectwatch), as the Node authorizer lets
+//     a kubelet read them, and mirrored before it is forwarded; a pod
+//     waiting for one says so as a kubelet would;
 //   - namespace_mapping.go, partition.go, overrides.go: where a pod goes in
 //     the member and what it looks like there;
 //   - kubelet_api.go, forwarding_metrics.go: the kubelet endpoint, and the

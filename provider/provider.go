@@ -66,11 +66,11 @@ type Config struct {
 	// MirrorEvents mirrors the events of member pods onto their host pods,
 	// under the member component's name, with HostClient.
 	MirrorEvents bool
-	// HostInformers is the host's shared informer factory; the provider
-	// registers Secret, ConfigMap and ServiceAccount informers (the objects
-	// pods depend on, see dependency_mirror.go) and never starts the factory itself.
-	// Its transform is HostObjectTransform: the data of the Secrets and
-	// ConfigMaps it caches is read when they are mirrored.
+	// HostInformers is the host's shared informer factory, of what the
+	// virtual nodes share (namespaces, Services, claims, volumes); the
+	// provider never starts it itself. The Secrets, ConfigMaps and
+	// ServiceAccounts pods use are read one object at a time through
+	// HostClient instead (dependency_watch.go).
 	HostInformers *kube.Factory
 	// Overrides, when set, applies the override policies that target this
 	// virtual node to each pod before it is translated and forwarded.

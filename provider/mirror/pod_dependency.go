@@ -6,7 +6,6 @@ package mirror
 import (
 	"context"
 	"maps"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,21 +70,24 @@ func ConfigMapMirror(c kube.Interface, host func(ctx context.Context, ns, name s
 	}
 }
 
-// ServiceAccountMirror copies a ServiceAccount's name, image pull secrets and
-// token automount setting. Its legacy token Secrets are not copied: the
-// member issues the tokens of its own copy.
+// ServiceAccountMirror copies a ServiceAccount's name and token automount
+// setting. Its legacy token Secrets are not copied: the member issues the
+// tokens of its own copy. Nor are its image pull secrets: the host's
+// admission wrote them into the pods that use them, the pods carry them to
+// the member, and a virtual node, like a kubelet, may read no Secret that
+// its pods do not name.
 func ServiceAccountMirror(c kube.Interface, host func(ctx context.Context, ns, name string) (*corev1.ServiceAccount, error), mirror func(ns, name string) (*corev1.ServiceAccount, error), owns func(metav1.Object) bool) *KindMirror[*corev1.ServiceAccount] {
 	return &KindMirror[*corev1.ServiceAccount]{
 		kind: KindServiceAccount, host: host, mirror: mirror, owns: owns,
 		client: func(ns string) objectClient[*corev1.ServiceAccount] { return c.CoreV1().ServiceAccounts(ns) },
 		newObj: func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} },
 		content: func(dst, src *corev1.ServiceAccount) {
-			dst.ImagePullSecrets = slices.Clone(src.ImagePullSecrets)
+			dst.ImagePullSecrets = nil
 			dst.AutomountServiceAccountToken = src.AutomountServiceAccountToken
 		},
 		sameContent: func(a, b *corev1.ServiceAccount) bool {
 			return ptr.Deref(a.AutomountServiceAccountToken, true) == ptr.Deref(b.AutomountServiceAccountToken, true) &&
-				equality.Semantic.DeepEqual(a.ImagePullSecrets, b.ImagePullSecrets)
+				len(a.ImagePullSecrets) == len(b.ImagePullSecrets)
 		},
 		replace: func(_, _ *corev1.ServiceAccount) bool { return false },
 	}

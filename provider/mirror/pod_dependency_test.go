@@ -147,7 +147,7 @@ func TestServiceAccountMirror(t *testing.T) {
 	}
 	k := ServiceAccountMirror(fake.NewClientset(), nil, nil, nil)
 	got := k.desired(src, translate.Target{Cluster: "beijing", Namespace: "shop", Installation: "host-1"})
-	if got.Secrets != nil || !cmp.Equal(got.ImagePullSecrets, src.ImagePullSecrets) || !ptr.Equal(got.AutomountServiceAccountToken, ptr.To(false)) {
+	if got.Secrets != nil || got.ImagePullSecrets != nil || !ptr.Equal(got.AutomountServiceAccountToken, ptr.To(false)) {
 		t.Errorf("mirrored SA = %+v", got)
 	}
 	same := got.DeepCopy()
@@ -155,8 +155,8 @@ func TestServiceAccountMirror(t *testing.T) {
 	if !k.same(got, same) {
 		t.Error("identical copies compare different")
 	}
-	same.ImagePullSecrets = nil
+	same.ImagePullSecrets = src.ImagePullSecrets
 	if k.same(got, same) {
-		t.Error("a dropped pull secret is not a change")
+		t.Error("a copy naming pull secrets is not changed to name none")
 	}
 }

@@ -82,7 +82,9 @@ func managedByFlotilla(m metav1.Object) bool {
 // and volume), a Secret (envFrom and volume), an image pull secret and a
 // non-default ServiceAccount with a pull secret of its own. The member gets
 // copies with the same data, a host Secret update reaches the copy, the
-// copies outlive the first pod and disappear with the last one.
+// copies outlive the first pod and disappear with the last one. The
+// ServiceAccount's own pull secret, which the pods do not name, is not
+// read: a virtual node reads only what its pods use.
 func TestDependenciesFollowThePod(t *testing.T) {
 	const member = "hangzhou"
 	ns := namespace(t)
@@ -123,7 +125,10 @@ func TestDependenciesFollowThePod(t *testing.T) {
 	if err != nil || !managedByFlotilla(cm) || cm.Data["greeting"] != "hello" || cm.Data["mode"] != "fast" {
 		t.Fatalf("member ConfigMap settings = %+v, %v", cm, err)
 	}
-	for _, name := range []string{"creds", "regcred", "robot-pull"} {
+	if _, err := mc.Secrets(ns).Get(t.Context(), "robot-pull", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("member Secret robot-pull, which no pod names: %v, want NotFound", err)
+	}
+	for _, name := range []string{"creds", "regcred"} {
 		want, err := hc.Secrets(ns).Get(t.Context(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -134,7 +139,7 @@ func TestDependenciesFollowThePod(t *testing.T) {
 		}
 	}
 	sa, err := mc.ServiceAccounts(ns).Get(t.Context(), "robot", metav1.GetOptions{})
-	if err != nil || !managedByFlotilla(sa) || len(sa.ImagePullSecrets) != 1 || sa.ImagePullSecrets[0].Name != "robot-pull" {
+	if err != nil || !managedByFlotilla(sa) || len(sa.ImagePullSecrets) != 0 {
 		t.Fatalf("member ServiceAccount robot = %+v, %v", sa, err)
 	}
 	// The member pod runs as the mirrored ServiceAccount, with a token its
@@ -187,7 +192,7 @@ func TestDependenciesFollowThePod(t *testing.T) {
 		}
 		return c.Data["mode"] == "careful", c.Data["mode"], nil
 	})
-	for _, name := range []string{"creds", "regcred", "robot-pull"} {
+	for _, name := range []string{"creds", "regcred"} {
 		if _, err := mc.Secrets(ns).Get(t.Context(), name, metav1.GetOptions{}); err != nil {
 			t.Errorf("member Secret %s with one user left: %v", name, err)
 		}
@@ -201,7 +206,7 @@ func TestDependenciesFollowThePod(t *testing.T) {
 		_, err := mc.ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
 		return err
 	})
-	for _, name := range []string{"creds", "regcred", "robot-pull"} {
+	for _, name := range []string{"creds", "regcred"} {
 		gone(t, "member Secret "+name, func(ctx context.Context) error {
 			_, err := mc.Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 			return err

@@ -17,7 +17,8 @@ import (
 
 // hostSecrets measures what the host's Secrets cost flotilla-node when no
 // pod uses them: a host keeps every Helm release as a Secret of up to a
-// megabyte, and every flotilla-node watches every Secret of the host.
+// megabyte. flotilla-node reads a Secret only while a pod of its nodes
+// uses it, so they should cost it nothing.
 // --host-secrets Secrets of --host-secret-kib KiB each are created in the
 // host; once all are written and --settle has passed, flotilla-node's RSS
 // (the largest of them) is read again; then they are deleted. Opt-in.
