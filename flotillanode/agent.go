@@ -353,9 +353,8 @@ func (s *shared) initHealth() {
 	s.health = newSharedHealth(check, s.cfg.HealthInterval/2, s.cfg.HealthInterval, clock.RealClock{})
 }
 
-// initPodCaches sets up one count of
-// what the member's pods request, however many virtual nodes stand for the
-// member.
+// initPodCaches sets up one count of what the member's pods request,
+// however many virtual nodes stand for the member.
 func (s *shared) initPodCaches() error {
 	memberPods, err := clusternode.NewMemberPods(s.member)
 	if err != nil {
@@ -402,8 +401,10 @@ func (s *shared) startInformers(ctx context.Context) {
 	if !synced {
 		log.G(ctx).WithField("timeout", s.cfg.SyncTimeout).Warn("member caches did not sync; registering the nodes from what is known")
 	}
-	for _, f := range s.factories[1:] {
-		f.Start(ctx.Done())
+	for _, f := range s.factories {
+		if f != s.member {
+			f.Start(ctx.Done())
+		}
 	}
 }
 
