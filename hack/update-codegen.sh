@@ -3,7 +3,9 @@
 # apis/*/v1alpha1, the policy CRDs in config/crd/bases, which are also copied
 # into the flotilla-policy chart's crds/ directory, and flotilla-policy's
 # roles in config/rbac from policyctl's +kubebuilder:rbac markers (the chart
-# ships the generated files, never hand-edited copies), with controller-gen at
+# ships the generated files, never hand-edited copies), and the Multi-Cluster
+# Services API's CRDs, copied from the sigs.k8s.io/mcs-api module go.mod pins
+# into config/crd/mcs and both charts' crds/, with controller-gen at
 # the version hack/build-tools.sh pins (built once, cached).
 # hack/verify-codegen.sh runs this script on a copy of the tree and fails when
 # the result differs from what is committed.
@@ -28,6 +30,21 @@ done
 rm -rf "$CHART_CRD_DIR"
 mkdir -p "$CHART_CRD_DIR"
 cp "$CRD_DIR"/*.yaml "$CHART_CRD_DIR"/
+
+# The Multi-Cluster Services API's CRDs, as the module go.mod pins ships
+# them: the host (flotilla-policy's chart) and every member (flotilla-node's
+# chart, installed in the member in pull mode) serve ServiceExport and
+# ServiceImport.
+MCS_CRD_DIR=config/crd/mcs
+mcs_mod="$(go list -m -f '{{.Path}} {{.Version}}' sigs.k8s.io/mcs-api)"
+mcs_dir="$(go list -m -f '{{.Dir}}' sigs.k8s.io/mcs-api)"
+rm -rf "$MCS_CRD_DIR" charts/flotilla-node/crds
+mkdir -p "$MCS_CRD_DIR" charts/flotilla-node/crds
+for f in "$mcs_dir"/config/crd/*.yaml; do
+  { echo "# Copied by hack/update-codegen.sh from $mcs_mod config/crd. DO NOT EDIT."; cat "$f"; } >"$MCS_CRD_DIR/$(basename "$f")"
+done
+cp "$MCS_CRD_DIR"/*.yaml "$CHART_CRD_DIR"/
+cp "$MCS_CRD_DIR"/*.yaml charts/flotilla-node/crds/
 
 # flotilla-policy's roles, from the +kubebuilder:rbac markers of policyctl:
 # controller-gen writes the ClusterRole and the namespaced Role as two

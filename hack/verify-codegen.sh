@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Fails, showing the difference, when the generated files (deepcopy
-# functions, CRDs and the chart's copy of the CRDs, flotilla-policy's roles)
+# functions, CRDs and the charts' copies of the CRDs, flotilla-policy's roles)
 # are not what hack/update-codegen.sh produces from the current API types
 # and markers. It regenerates
 # into a temporary copy of the tree, so the working tree is never touched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-GENERATED=(apis config/crd charts/flotilla-policy/crds config/rbac/policy-clusterrole.yaml config/rbac/policy-role.yaml)
+GENERATED=(apis config/crd charts/flotilla-policy/crds charts/flotilla-node/crds config/rbac/policy-clusterrole.yaml config/rbac/policy-role.yaml)
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

@@ -33,3 +33,22 @@ func TestPoliciesValid(t *testing.T) {
 		t.Errorf("kinds = %v, want %v", sets.List(names), sets.List(want))
 	}
 }
+
+// TestMultiClusterServices: the copied CRDs are the two kinds of the
+// Multi-Cluster Services API, served at v1beta1.
+func TestMultiClusterServices(t *testing.T) {
+	kinds := sets.New[string]()
+	for _, c := range MultiClusterServices() {
+		kinds.Insert(c.Spec.Names.Kind)
+		served := false
+		for _, v := range c.Spec.Versions {
+			served = served || (v.Name == "v1beta1" && v.Served)
+		}
+		if !served {
+			t.Errorf("%s does not serve v1beta1", c.Name)
+		}
+	}
+	if want := sets.New("ServiceExport", "ServiceImport"); !kinds.Equal(want) {
+		t.Errorf("kinds = %v, want %v", sets.List(kinds), sets.List(want))
+	}
+}

@@ -185,6 +185,9 @@ func DeployWith(ctx context.Context, w *testworld.World, nodeBinary string, memb
 		if err := bind(ctx, host, rbac.HostClusterRole().Name, HostIdentity(m.Name)); err != nil {
 			return nil, fmt.Errorf("host binding for %s: %w", m.Name, err)
 		}
+		if err := installMemberCRDs(ctx, m); err != nil {
+			return nil, fmt.Errorf("CRDs in %s: %w", m.Name, err)
+		}
 		if err := apply(ctx, m.Client(), rbac.MemberClusterRole()); err != nil {
 			return nil, fmt.Errorf("member ClusterRole in %s: %w", m.Name, err)
 		}
