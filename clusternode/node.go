@@ -31,6 +31,10 @@ type Config struct {
 	// NamespaceMapping, when set, is published on the node: SameName or
 	// Suffix.
 	NamespaceMapping string
+	// MultiClusterServices, when set, is published on the node: the
+	// Multi-Cluster Services API version the member serves, or why it
+	// cannot import exported Services (wellknown.MultiClusterServicesAnnotation).
+	MultiClusterServices string
 	// Installation identifies the host cluster (see wellknown.InstallationLabel).
 	Installation string
 	// Selector picks the member nodes this virtual node stands for; nil means all.
@@ -174,6 +178,9 @@ func Build(cfg Config, snap Snapshot, prev *corev1.Node, now time.Time) *corev1.
 	}
 	if cfg.NamespaceMapping != "" {
 		n.Annotations[wellknown.NamespaceMappingAnnotation] = cfg.NamespaceMapping
+	}
+	if cfg.MultiClusterServices != "" {
+		n.Annotations[wellknown.MultiClusterServicesAnnotation] = cfg.MultiClusterServices
 	}
 	return n
 }

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/clusternode"
@@ -35,6 +37,7 @@ import (
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/override/hostpolicies"
 	"flotilla.io/flotilla/provider"
+	"flotilla.io/flotilla/provider/mirror"
 )
 
 // Config holds what an agent needs; all fields but the tuning ones are required.
@@ -54,6 +57,10 @@ type Config struct {
 	MemberClient kube.Interface
 	// MemberConfig is used for streaming calls (exec, attach, port-forward).
 	MemberConfig *rest.Config
+	// HostMultiCluster (the installation's) and MemberMultiCluster, when
+	// both set, are the clients of the Multi-Cluster Services API: the
+	// member imports the fleet's exported Services and relays its own.
+	HostMultiCluster, MemberMultiCluster mcsclient.Interface
 	// Installation identifies the host cluster on every member object.
 	Installation string
 	// Member is the member cluster's name and Mode how flotilla-node
@@ -169,6 +176,7 @@ func (a *Agent) Run(ctx context.Context) (err error) {
 	}
 	s.initHealth()
 	s.initPodFields(ctx)
+	s.initMultiCluster(ctx)
 	if err := s.initPodCaches(); err != nil {
 		return err
 	}
@@ -227,6 +235,12 @@ type shared struct {
 	// host (at hostVersion) does not serve.
 	hostLacks   []string
 	hostVersion string
+	// multiCluster is what the Multi-Cluster Services mirrors share (nil
+	// when the API is off), mcsFactories its informers, and
+	// multiClusterState what the virtual nodes show of it.
+	multiCluster      *mirror.MultiCluster
+	mcsFactories      []mcsinformers.SharedInformerFactory
+	multiClusterState string
 	// wg counts the goroutines of the virtual nodes.
 	wg sync.WaitGroup
 }
@@ -259,6 +273,9 @@ func newShared(cfg Config) *shared {
 func (s *shared) shutdown(stop context.CancelCauseFunc) {
 	stop(nil)
 	for _, f := range s.factories {
+		f.Shutdown()
+	}
+	for _, f := range s.mcsFactories {
 		f.Shutdown()
 	}
 	s.wg.Wait()
@@ -405,6 +422,9 @@ func (s *shared) startInformers(ctx context.Context) {
 		if f != s.member {
 			f.Start(ctx.Done())
 		}
+	}
+	for _, f := range s.mcsFactories {
+		f.Start(ctx.Done())
 	}
 }
 

@@ -89,20 +89,21 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 	cfg := s.cfg
 	return clusternode.NewSource(clusternode.SourceConfig{
 		Node: clusternode.Config{
-			Name:             vc.Name,
-			Installation:     cfg.Installation,
-			Member:           cfg.Member,
-			Mode:             cfg.Mode,
-			NamespaceMapping: string(vc.NamespaceMapping),
-			Selector:         nodeconfig.Selector(vc),
-			Labels:           vc.Labels,
-			Taints:           vc.Taints,
-			Region:           vc.Region,
-			Zone:             vc.Zone,
-			Provider:         vc.Provider,
-			InternalIP:       cfg.NodeIP,
-			KubeletPort:      vc.KubeletPort,
-			Grow:             growShapes(vc.Placement),
+			Name:                 vc.Name,
+			Installation:         cfg.Installation,
+			Member:               cfg.Member,
+			Mode:                 cfg.Mode,
+			NamespaceMapping:     string(vc.NamespaceMapping),
+			MultiClusterServices: s.multiClusterState,
+			Selector:             nodeconfig.Selector(vc),
+			Labels:               vc.Labels,
+			Taints:               vc.Taints,
+			Region:               vc.Region,
+			Zone:                 vc.Zone,
+			Provider:             vc.Provider,
+			InternalIP:           cfg.NodeIP,
+			KubeletPort:          vc.KubeletPort,
+			Grow:                 growShapes(vc.Placement),
 		},
 		Informers:          s.member,
 		Pods:               s.memberPods,
@@ -144,6 +145,7 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, client kube.Interfac
 		HostOnlyFields:  s.hostOnlyFields,
 		HostLacks:       s.hostLacks,
 		HostVersion:     s.hostVersion,
+		MultiCluster:    s.multiClusterFor(vc.Name),
 	})
 }
 

@@ -3,7 +3,9 @@ package mcs
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +28,15 @@ type Export struct {
 	// SessionAffinity and SessionAffinityConfig are the Service's.
 	SessionAffinity       corev1.ServiceAffinity        `json:"sessionAffinity,omitempty"`
 	SessionAffinityConfig *corev1.SessionAffinityConfig `json:"sessionAffinityConfig,omitempty"`
+	// InternalTrafficPolicy, TrafficDistribution and IPFamilies are the
+	// Service's.
+	InternalTrafficPolicy *corev1.ServiceInternalTrafficPolicy `json:"internalTrafficPolicy,omitempty"`
+	TrafficDistribution   *string                              `json:"trafficDistribution,omitempty"`
+	IPFamilies            []corev1.IPFamily                    `json:"ipFamilies,omitempty"`
+	// Labels and Annotations are what the ServiceExport exports to the
+	// ServiceImport (spec.exportedLabels, spec.exportedAnnotations).
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Exportable reports why svc cannot be exported, or nil: an ExternalName
@@ -37,11 +48,14 @@ func Exportable(svc *corev1.Service) error {
 	return nil
 }
 
-// ExportOf is cluster's export of svc, made at created.
-func ExportOf(cluster string, created metav1.Time, svc *corev1.Service) Export {
+// ExportOf is cluster's export se of svc.
+func ExportOf(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Service) Export {
 	e := Export{
-		Cluster: cluster, Created: created, Type: mcsv1beta1.ClusterSetIP,
-		SessionAffinity: svc.Spec.SessionAffinity,
+		Cluster: cluster, Created: se.CreationTimestamp, Type: mcsv1beta1.ClusterSetIP,
+		SessionAffinity:       svc.Spec.SessionAffinity,
+		InternalTrafficPolicy: svc.Spec.InternalTrafficPolicy, TrafficDistribution: svc.Spec.TrafficDistribution,
+		IPFamilies: slices.Clone(svc.Spec.IPFamilies),
+		Labels:     maps.Clone(se.Spec.ExportedLabels), Annotations: maps.Clone(se.Spec.ExportedAnnotations),
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		e.Type = mcsv1beta1.Headless
@@ -55,7 +69,7 @@ func ExportOf(cluster string, created metav1.Time, svc *corev1.Service) Export {
 	for _, p := range svc.Spec.Ports {
 		e.Ports = append(e.Ports, mcsv1beta1.ServicePort{Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol, Port: p.Port})
 	}
-	slices.SortFunc(e.Ports, func(a, b mcsv1beta1.ServicePort) int { return int(a.Port) - int(b.Port) })
+	slices.SortFunc(e.Ports, func(a, b mcsv1beta1.ServicePort) int { return strings.Compare(a.Name, b.Name) })
 	return e
 }
 

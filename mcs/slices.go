@@ -54,3 +54,14 @@ func EndpointsByCluster(s *discoveryv1.EndpointSlice, clusterOf func(node string
 	}
 	return out
 }
+
+// DerivedServiceName is the name of the Service that stands, in an
+// importing cluster, for the clusterset IP of the imported Service
+// namespace/name: a selector-less Service whose cluster IPs are the
+// ServiceImport's IPs and whose EndpointSlices are every cluster's
+// endpoints, so that the member's own proxy carries clusterset traffic.
+// It is hashed so that it never takes a name a user might give a Service.
+func DerivedServiceName(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return "derived-" + hex.EncodeToString(sum[:5])
+}

@@ -101,6 +101,10 @@ type Config struct {
 	// told of on its host pod.
 	HostLacks   []string
 	HostVersion string
+	// MultiCluster, when set, imports the fleet's exported Services into
+	// the member and, on one virtual node of the member, relays the
+	// member's own exports to the host (mirror.MultiCluster).
+	MultiCluster *mirror.MultiCluster
 }
 
 // env is what the pod lifecycle and the dependency mirror share: the
@@ -269,6 +273,7 @@ func (p *Provider) initMirrors() error {
 		HostInformers: cfg.HostInformers, MemberInformers: cfg.MemberInformers,
 		HostPods: p.hostPods, MemberPods: p.memberPods, Recorder: cfg.Recorder, Clock: cfg.Clock,
 		Overrides: objectOverrides(cfg.Overrides), StorageClasses: cfg.StorageClasses, Events: cfg.MirrorEvents,
+		MultiCluster: cfg.MultiCluster,
 	})
 	if err != nil {
 		return err

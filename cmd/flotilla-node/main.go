@@ -37,6 +37,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"flotilla.io/flotilla/apis/config/v1alpha1"
 	"flotilla.io/flotilla/flotillanode"
@@ -259,6 +260,9 @@ type clients struct {
 	installation string
 	// nodeIP is where the host apiserver reaches the kubelet endpoints.
 	nodeIP string
+	// hostMultiCluster and memberMultiCluster are the Multi-Cluster
+	// Services API's clients.
+	hostMultiCluster, memberMultiCluster mcsclient.Interface
 }
 
 // newClients connects to the host and the member (counting their requests
@@ -286,6 +290,12 @@ func newClients(ctx context.Context, o *options, m metrics) (*clients, error) {
 	}
 	if c.memberMetrics, err = metricsclient.NewForConfig(c.memberConfig); err != nil {
 		return nil, fmt.Errorf("member metrics client: %w", err)
+	}
+	if c.hostMultiCluster, err = mcsclient.NewForConfig(c.hostConfig); err != nil {
+		return nil, fmt.Errorf("host multi-cluster services client: %w", err)
+	}
+	if c.memberMultiCluster, err = mcsclient.NewForConfig(c.memberConfig); err != nil {
+		return nil, fmt.Errorf("member multi-cluster services client: %w", err)
 	}
 	if c.installation = o.installation; c.installation == "" {
 		if c.installation, err = hostIdentity(ctx, c.host); err != nil {
@@ -318,6 +328,8 @@ func nodeConfig(ctx context.Context, o *options, c *clients, m metrics, virtualC
 		HostConfig:              c.hostConfig,
 		MemberClient:            c.member,
 		MemberConfig:            c.memberConfig,
+		HostMultiCluster:        c.hostMultiCluster,
+		MemberMultiCluster:      c.memberMultiCluster,
 		Installation:            c.installation,
 		Member:                  o.clusterName,
 		Mode:                    o.mode,

@@ -7,12 +7,15 @@ package admission
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"flotilla.io/flotilla/config/rbac"
 	"flotilla.io/flotilla/internal/wellknown"
@@ -30,7 +33,8 @@ type Release struct {
 }
 
 // NamesPolicy admits the release's own identity creating only its own
-// nodes and leases: RBAC grants create without names.
+// nodes and leases, and only namespaces marked as flotilla's (those of a
+// member's export the host lacks): RBAC grants create without names.
 func NamesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
 	names := append([]string(nil), r.Nodes...)
 	if r.LeaderLease != "" {
@@ -43,14 +47,17 @@ func NamesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv
 			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
 				rule([]admissionv1.OperationType{admissionv1.Create}, "", "nodes"),
 				rule([]admissionv1.OperationType{admissionv1.Create}, "coordination.k8s.io", "leases"),
+				rule([]admissionv1.OperationType{admissionv1.Create}, "", "namespaces"),
 			}},
 			MatchConditions: []admissionv1.MatchCondition{{
 				Name: "release-identity", Expression: "request.userInfo.username == " + strconv.Quote(r.User),
 			}},
 			Validations: []admissionv1.Validation{{
-				Expression: "object.metadata.name in " + celList(names),
-				Reason:     ptr.To(metav1.StatusReasonForbidden),
-				Message:    fmt.Sprintf("flotilla-node release %s may create only its own nodes and leases: %s", r.Name, strings.Join(names, ", ")),
+				Expression: fmt.Sprintf("request.resource.resource == 'namespaces' ? (has(object.metadata.labels) && %[1]s in object.metadata.labels && object.metadata.labels[%[1]s] == %[2]s) : object.metadata.name in %[3]s",
+					strconv.Quote(wellknown.ManagedByLabel), strconv.Quote(wellknown.ManagedByValue), celList(names)),
+				Reason: ptr.To(metav1.StatusReasonForbidden),
+				Message: fmt.Sprintf("flotilla-node release %s may create only its own nodes and leases (%s) and namespaces labelled %s=%s",
+					r.Name, strings.Join(names, ", "), wellknown.ManagedByLabel, wellknown.ManagedByValue),
 			}},
 		},
 	}
@@ -87,6 +94,49 @@ func VolumesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissio
 				Expression: "request.operation == 'CREATE' || (" + own("oldObject") + ")",
 				MessageExpression: `"virtual node " + ` + node + ` + " may change or delete only the volumes it made (labelled ` +
 					wellknown.ClusterLabel + `=" + ` + node + ` + ")"`,
+			}},
+		},
+	}
+	return p, binding(p)
+}
+
+// EndpointSlicesPolicy admits a write to an EndpointSlice by one of the
+// release's virtual nodes only when the slice is one it relays from its
+// member's exports: managed by flotilla-node and labelled with that node as
+// its source cluster and owner, before and after.
+func EndpointSlicesPolicy(r Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	node := fmt.Sprintf("request.userInfo.username.substring(%d)", len(rbac.NodeUserPrefix))
+	own := func(o string) string {
+		var c []string
+		for k, v := range map[string]string{
+			wellknown.ClusterLabel: node, mcsv1beta1.LabelSourceCluster: node,
+			discoveryv1.LabelManagedBy: strconv.Quote(wellknown.RelayManagedBy),
+		} {
+			c = append(c, fmt.Sprintf("%[2]q in %[1]s.metadata.labels && %[1]s.metadata.labels[%[2]q] == %[3]s", o, k, v))
+		}
+		slices.Sort(c)
+		return fmt.Sprintf("has(%s.metadata.labels) && ", o) + strings.Join(c, " && ")
+	}
+	what := fmt.Sprintf("labelled %s=%s and %s, %s = the node", discoveryv1.LabelManagedBy, wellknown.RelayManagedBy,
+		wellknown.ClusterLabel, mcsv1beta1.LabelSourceCluster)
+	p := &admissionv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: r.Name + "-endpointslices"},
+		Spec: admissionv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionv1.Fail),
+			MatchConstraints: &admissionv1.MatchResources{ResourceRules: []admissionv1.NamedRuleWithOperations{
+				rule([]admissionv1.OperationType{admissionv1.Create, admissionv1.Update, admissionv1.Delete}, "discovery.k8s.io", "endpointslices"),
+			}},
+			MatchConditions: []admissionv1.MatchCondition{{
+				Name: "release-nodes", Expression: "request.userInfo.username in " + celList(rbac.NodeUsers(r.Nodes)),
+			}},
+			Validations: []admissionv1.Validation{{
+				Reason:            ptr.To(metav1.StatusReasonForbidden),
+				Expression:        "request.operation == 'DELETE' || (" + own("object") + ")",
+				MessageExpression: `"virtual node " + ` + node + ` + " may write only the EndpointSlices it relays, ` + what + `"`,
+			}, {
+				Reason:            ptr.To(metav1.StatusReasonForbidden),
+				Expression:        "request.operation == 'CREATE' || (" + own("oldObject") + ")",
+				MessageExpression: `"virtual node " + ` + node + ` + " may change or delete only the EndpointSlices it relays, ` + what + `"`,
 			}},
 		},
 	}

@@ -22,6 +22,7 @@ import (
 	batchv1 "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	discoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	schedulingv1 "k8s.io/client-go/kubernetes/typed/scheduling/v1"
 	storagev1 "k8s.io/client-go/kubernetes/typed/storage/v1"
 	"k8s.io/client-go/rest"
@@ -35,6 +36,7 @@ type Interface interface {
 	AppsV1() appsv1.AppsV1Interface
 	BatchV1() batchv1.BatchV1Interface
 	CoordinationV1() coordinationv1.CoordinationV1Interface
+	DiscoveryV1() discoveryv1.DiscoveryV1Interface
 	StorageV1() storagev1.StorageV1Interface
 	AuthenticationV1() authenticationv1.AuthenticationV1Interface
 	AuthorizationV1() authorizationv1.AuthorizationV1Interface
@@ -49,6 +51,7 @@ type Clientset struct {
 	apps           *appsv1.AppsV1Client
 	batch          *batchv1.BatchV1Client
 	coordination   *coordinationv1.CoordinationV1Client
+	endpoints      *discoveryv1.DiscoveryV1Client
 	storage        *storagev1.StorageV1Client
 	authentication *authenticationv1.AuthenticationV1Client
 	authorization  *authorizationv1.AuthorizationV1Client
@@ -90,6 +93,9 @@ func NewForConfig(c *rest.Config) (*Clientset, error) {
 	if cs.coordination, err = coordinationv1.NewForConfigAndClient(&cfg, hc); err != nil {
 		return nil, err
 	}
+	if cs.endpoints, err = discoveryv1.NewForConfigAndClient(&cfg, hc); err != nil {
+		return nil, err
+	}
 	if cs.storage, err = storagev1.NewForConfigAndClient(&cfg, hc); err != nil {
 		return nil, err
 	}
@@ -129,7 +135,8 @@ func (c *Clientset) BatchV1() batchv1.BatchV1Interface        { return c.batch }
 func (c *Clientset) CoordinationV1() coordinationv1.CoordinationV1Interface {
 	return c.coordination
 }
-func (c *Clientset) StorageV1() storagev1.StorageV1Interface { return c.storage }
+func (c *Clientset) DiscoveryV1() discoveryv1.DiscoveryV1Interface { return c.endpoints }
+func (c *Clientset) StorageV1() storagev1.StorageV1Interface       { return c.storage }
 func (c *Clientset) AuthenticationV1() authenticationv1.AuthenticationV1Interface {
 	return c.authentication
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -229,6 +230,9 @@ func listWatch(c Interface, obj runtime.Object, ns string) (listFunc, watchFunc)
 		return lister(core.PersistentVolumeClaims(ns).List), core.PersistentVolumeClaims(ns).Watch
 	case *storagev1.StorageClass:
 		s := c.StorageV1().StorageClasses()
+		return lister(s.List), s.Watch
+	case *discoveryv1.EndpointSlice:
+		s := c.DiscoveryV1().EndpointSlices(ns)
 		return lister(s.List), s.Watch
 	}
 	panic(fmt.Sprintf("kube: no informer for %T", obj))

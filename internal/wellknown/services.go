@@ -31,6 +31,11 @@ const (
 	// member serves the ServiceImport API: the served version, or why not.
 	MultiClusterServicesAnnotation = Prefix + "multicluster-services"
 
+	// ExportedFromAnnotation, on a host namespace flotilla created because
+	// a member exported a Service from a namespace of that name, names
+	// the member's virtual node.
+	ExportedFromAnnotation = Prefix + "exported-from"
+
 	// HostClusterID names the host's own export in conditions, events and
 	// ServiceImport status: the host is one of the exporting clusters.
 	HostClusterID = "host"

@@ -69,6 +69,9 @@ type Config struct {
 	StorageClasses map[string]string
 	// Events mirrors the events of member pods onto their host pods.
 	Events bool
+	// MultiCluster, when set, imports the fleet's exported Services into
+	// the member and relays the member's own exports (see MultiCluster).
+	MultiCluster *MultiCluster
 }
 
 // check reports a missing dependency, and fills in the defaults.
@@ -150,6 +153,12 @@ type Mirrors struct {
 	Events *Events
 	// PriorityClasses copies the PriorityClasses forwarded pods name.
 	PriorityClasses *PriorityClasses
+	// ServiceImports imports exported Services and gives global ones the
+	// other clusters' endpoints; nil without Config.MultiCluster.
+	ServiceImports *ServiceImports
+	// ServiceExports relays the member's own exports; nil unless
+	// Config.MultiCluster relays them through this virtual node.
+	ServiceExports *ServiceExports
 }
 
 // New registers the mirrors' informers; Run starts them.
@@ -174,6 +183,16 @@ func New(cfg Config) (*Mirrors, error) {
 	if m.Claims, err = newClaims(e, m.Namespaces); err != nil {
 		return nil, fmt.Errorf("watch claims: %w", err)
 	}
+	if mc := cfg.MultiCluster; mc != nil {
+		if m.ServiceImports, err = newServiceImports(e, m.Namespaces, mc); err != nil {
+			return nil, fmt.Errorf("watch service imports: %w", err)
+		}
+		if mc.RelayExports {
+			if m.ServiceExports, err = newServiceExports(e, mc); err != nil {
+				return nil, fmt.Errorf("watch service exports: %w", err)
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -185,6 +204,12 @@ func (m *Mirrors) Run(ctx context.Context) {
 	wg.Go(func() { m.Claims.Run(ctx) })
 	if m.Events != nil {
 		wg.Go(func() { m.Events.Run(ctx) })
+	}
+	if m.ServiceImports != nil {
+		wg.Go(func() { m.ServiceImports.Run(ctx) })
+	}
+	if m.ServiceExports != nil {
+		wg.Go(func() { m.ServiceExports.Run(ctx) })
 	}
 	wg.Wait()
 }

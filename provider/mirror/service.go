@@ -27,7 +27,10 @@ import (
 // selector matches pods forwarded by this virtual node is mirrored into the
 // member namespace those pods run in, so that clients inside the member
 // reach them by the usual name; it is kept updated and removed with the last
-// such pod. The member allocates its own cluster IP and node ports.
+// such pod. The member allocates its own cluster IP and node ports. A
+// global Service (wellknown.GlobalAnnotation) is mirrored into every
+// member, pods or not; ServiceImports gives it the other clusters'
+// endpoints.
 type Services struct {
 	env      *env
 	ns       *Namespaces
@@ -79,10 +82,16 @@ func (m *Services) Run(ctx context.Context) {
 	keyqueue.RunSynced(ctx, m.queue, m.synced, 1, m.sync)
 }
 
-// wanted reports whether any pod this virtual node runs matches the host
-// Service's selector.
+// wanted reports whether the host Service is global, or any pod this
+// virtual node runs matches its selector.
 func (m *Services) wanted(svc *corev1.Service) (bool, error) {
-	if svc == nil || svc.DeletionTimestamp != nil || len(svc.Spec.Selector) == 0 {
+	if svc == nil || svc.DeletionTimestamp != nil {
+		return false, nil
+	}
+	if svc.Annotations[wellknown.GlobalAnnotation] == "true" && svc.Spec.Type != corev1.ServiceTypeExternalName {
+		return true, nil
+	}
+	if len(svc.Spec.Selector) == 0 {
 		return false, nil
 	}
 	pods, err := m.hostPods.Pods(svc.Namespace).List(labels.SelectorFromSet(svc.Spec.Selector))

@@ -504,7 +504,7 @@ func (f *Fleet) grantVirtualNodes(ctx context.Context, host kubernetes.Interface
 	}
 	r := admission.Release{Name: "flotilla-node-" + member, User: HostIdentity(member), Nodes: nodes, LeaderLease: wellknown.LeaderLeaseName(member)}
 	for _, mk := range []func(admission.Release) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding){
-		admission.NamesPolicy, admission.VolumesPolicy,
+		admission.NamesPolicy, admission.VolumesPolicy, admission.EndpointSlicesPolicy,
 	} {
 		p, b := mk(r)
 		if err := applyPolicy(ctx, host, p, b); err != nil {
