@@ -454,9 +454,10 @@ func serviceVerdict(x *ServiceExplanation) string {
 	case x.Global:
 		how = "Global"
 	default:
-		how = "Neither exported nor global, a Service of the host alone"
+		// Still mirrored where its pods run, with those pods only.
+		how = "Neither exported nor global, a member sees only its own endpoints"
 		if x.MCSUnavailable != "" {
-			how = "Neither global nor exportable (the host does not serve the Multi-Cluster Services API), a Service of the host alone"
+			how = "Neither global nor exportable (the host does not serve the Multi-Cluster Services API), a member sees only its own endpoints"
 		}
 		return how + ": " + endpointsSummary(x.Endpoints)
 	}

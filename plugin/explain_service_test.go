@@ -184,7 +184,7 @@ func TestExplainService(t *testing.T) {
 				hostSlice(ep("10.0.1.5", "web-1", "beijing", "ready"), ep("10.0.9.9", "web-h", "control-plane", "ready")),
 				// left over from an earlier export: not what the Service has now
 				brokerSlice("hangzhou", ep("10.1.0.5", "web-2", "hangzhou", "ready"))},
-			verdict: "Neither exported nor global, a Service of the host alone: 2 ready endpoints in beijing, host node control-plane",
+			verdict: "Neither exported nor global, a member sees only its own endpoints: 2 ready endpoints in beijing, host node control-plane",
 			lines: []string{
 				"ServiceExport: none: not exported from the host",
 				"Endpoints, from the host's own slices (kubernetes.io/service-name=web)",
@@ -225,7 +225,7 @@ func TestExplainService(t *testing.T) {
 		"no Multi-Cluster Services CRDs": {
 			host:     []runtime.Object{beijing, webService(), hostSlice(ep("10.0.1.5", "web-1", "beijing", "ready"))},
 			crdsGone: true,
-			verdict:  "Neither global nor exportable (the host does not serve the Multi-Cluster Services API), a Service of the host alone: 1 ready endpoint in beijing",
+			verdict:  "Neither global nor exportable (the host does not serve the Multi-Cluster Services API), a member sees only its own endpoints: 1 ready endpoint in beijing",
 			lines: []string{
 				"MCS API: the host does not serve multicluster.x-k8s.io/v1beta1 (the ServiceExport and ServiceImport CRDs are not installed): no export, no import",
 				"beijing 10.0.1.5 true true false - web-1 host slice",
