@@ -388,13 +388,15 @@ func source(e corev1.Event) string {
 func newExplainCommand(flags *genericclioptions.ConfigFlags, streams genericiooptions.IOStreams) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "explain (pod/NAME | deployment/NAME | statefulset/NAME | replicaset/NAME | job/NAME | daemonset/NAME)",
+		Use:   "explain (pod/NAME | deployment/NAME | statefulset/NAME | replicaset/NAME | job/NAME | daemonset/NAME | service/NAME)",
 		Short: "Say why a pod is where it is, or why it is not running",
 		Long: `Say in one line at the top why a pod runs where it does, or why it does not
 run: the policy that placed it, the host scheduler's verdict, the cluster and
 member node it runs on, the member scheduler's verdict, the virtual node's
 state, and the last events from the host and the member. For a workload, the
-same for each of its pods, grouped by what they have in common.`,
+same for each of its pods, grouped by what they have in common. For a
+Service, whether it is exported or global, its import and conflicts, its
+endpoints by cluster, and which members can import it.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := hostClient(flags)
@@ -411,6 +413,8 @@ same for each of its pods, grouped by what they have in common.`,
 			}
 			var xs []*Explanation
 			switch strings.ToLower(kind) {
+			case "service", "services", "svc":
+				return explainServiceCommand(cmd.Context(), flags, c, streams.Out, ns, name, output)
 			case "pod", "pods", "po":
 				x, err := Explain(cmd.Context(), c, ns, name)
 				if err != nil {
