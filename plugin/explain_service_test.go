@@ -64,7 +64,7 @@ func brokerSlice(cluster string, eps ...discoveryv1.Endpoint) *discoveryv1.Endpo
 // of web.
 func relayedSlice(cluster string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	s := slice(mcs.SliceName("web", cluster, "web-member"), mcs.SliceLabels("web", cluster, wellknown.RelayManagedBy), eps...)
-	s.Annotations = map[string]string{wellknown.ExportAnnotation: mcs.ExportOf(cluster, metav1.Time{}, webService()).Encode()}
+	s.Annotations = map[string]string{wellknown.ExportAnnotation: mcs.ExportOf(cluster, &mcsv1beta1.ServiceExport{}, webService()).Encode()}
 	return s
 }
 
