@@ -51,7 +51,7 @@ func newServiceExports(e *env, mc *MultiCluster) (*ServiceExports, error) {
 	hostSI := mc.Host.Multicluster().V1beta1().ServiceImports()
 	svcs := e.cfg.MemberInformers.Services()
 	m := &ServiceExports{
-		env: e, mc: mc, exports: exports.Lister(), hostImports: hostSI.Lister(), memberSvcs: svcs.Lister(),
+		env: e, mc: mc, exports: exports.Lister(), hostImports: hostSI.Lister(),
 		hostNamespaces: e.cfg.HostInformers.Namespaces().Lister(),
 		hostSlices:     hostSlices(e.cfg.HostInformers), memberSlices: memberSlices(e.cfg.MemberInformers),
 		queue: keyqueue.New("serviceexports"),
@@ -96,10 +96,18 @@ func (m *ServiceExports) sync(ctx context.Context, key string) error {
 	if export.DeletionTimestamp != nil {
 		return m.relay(ctx, ns, name, nil)
 	}
-	conds := m.verdict(export)
+	// The member cache keeps only the identity of Services flotilla did
+	// not make; the exported one is read whole.
+	svc, err := m.env.cfg.MemberClient.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		svc = nil
+	} else if err != nil {
+		return err
+	}
+	conds := m.verdict(export, svc)
 	var want map[string]*discoveryv1.EndpointSlice
 	if valid := meta.IsStatusConditionTrue(conds, string(mcsv1beta1.ServiceExportConditionValid)); valid {
-		want = m.relayed(export)
+		want = m.relayed(export, svc)
 	}
 	if len(want) > 0 {
 		if err := m.ensureHostNamespace(ctx, ns); err != nil {
@@ -131,7 +139,7 @@ func (m *ServiceExports) ensureHostNamespace(ctx context.Context, ns string) err
 
 // verdict is the export's conditions: whether its Service can be exported
 // from here, whether it is relayed, and what the broker found of it.
-func (m *ServiceExports) verdict(export *mcsv1beta1.ServiceExport) []metav1.Condition {
+func (m *ServiceExports) verdict(export *mcsv1beta1.ServiceExport, svc *corev1.Service) []metav1.Condition {
 	conds := []metav1.Condition{}
 	set := func(t mcsv1beta1.ServiceExportConditionType, ok bool, reason, msg string) {
 		status := metav1.ConditionTrue
@@ -149,9 +157,8 @@ func (m *ServiceExports) verdict(export *mcsv1beta1.ServiceExport) []metav1.Cond
 		set(mcsv1beta1.ServiceExportConditionReady, false, wellknown.ReasonNamespaceNotSame, msg)
 		return conds
 	}
-	svc, err := m.memberSvcs.Services(export.Namespace).Get(export.Name)
 	switch {
-	case err != nil:
+	case svc == nil:
 		msg := fmt.Sprintf("service %s/%s does not exist in cluster %s", export.Namespace, export.Name, node)
 		set(mcsv1beta1.ServiceExportConditionValid, false, string(mcsv1beta1.ServiceExportReasonNoService), msg)
 		set(mcsv1beta1.ServiceExportConditionReady, false, string(mcsv1beta1.ServiceExportReasonPending), msg)
@@ -192,9 +199,8 @@ func (m *ServiceExports) conflict(export *mcsv1beta1.ServiceExport) (mcs.Conflic
 // relayed are the host slices standing for the export: one per slice of
 // the member's own controller, or one without endpoints when it has none,
 // so that the export reaches the broker all the same.
-func (m *ServiceExports) relayed(export *mcsv1beta1.ServiceExport) map[string]*discoveryv1.EndpointSlice {
+func (m *ServiceExports) relayed(export *mcsv1beta1.ServiceExport, svc *corev1.Service) map[string]*discoveryv1.EndpointSlice {
 	node := m.env.cfg.NodeName
-	svc, _ := m.memberSvcs.Services(export.Namespace).Get(export.Name)
 	record := mcs.ExportOf(node, export, svc).Encode()
 	l := m.env.owner().Stamp(mcs.SliceLabels(export.Name, node, wellknown.RelayManagedBy))
 	a := map[string]string{wellknown.ExportAnnotation: record}

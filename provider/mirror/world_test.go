@@ -47,6 +47,12 @@ type world struct {
 // empty until a test fills them or calls start.
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, func(*Config) {})
+}
+
+// newWorldWith is newWorld with the configuration changed by tune first.
+func newWorldWith(t *testing.T, tune func(*Config)) *world {
+	t.Helper()
 	w := &world{t: t,
 		host:   fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}}),
 		member: fake.NewClientset()}
@@ -61,6 +67,7 @@ func newWorld(t *testing.T) *world {
 		HostPods: corev1listers.NewPodLister(w.hostPodIndexer), MemberPods: memberpod.Lister{Indexer: w.memberPodIndexer},
 		Recorder: record.NewFakeRecorder(1000), Events: true,
 	}
+	tune(&w.cfg)
 	m, err := New(w.cfg)
 	if err != nil {
 		t.Fatal(err)
