@@ -55,7 +55,7 @@ func ExportOf(cluster string, created metav1.Time, svc *corev1.Service) Export {
 	for _, p := range svc.Spec.Ports {
 		e.Ports = append(e.Ports, mcsv1beta1.ServicePort{Name: p.Name, Protocol: p.Protocol, AppProtocol: p.AppProtocol, Port: p.Port})
 	}
-	slices.SortFunc(e.Ports, func(a, b mcsv1beta1.ServicePort) int { return int(a.Port) - int(b.Port) })
+	slices.SortFunc(e.Ports, comparePorts)
 	return e
 }
 

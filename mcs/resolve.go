@@ -53,7 +53,7 @@ func Resolve(exports []Export) Resolution {
 		SessionAffinityConfig: oldest.SessionAffinityConfig.DeepCopy(),
 	}
 	// declaredBy remembers which cluster's declaration each accepted port is.
-	declaredBy := map[int32]string{}
+	declaredBy := map[portKey]string{}
 	for _, e := range exports {
 		r.Clusters = append(r.Clusters, e.Cluster)
 		var why []string
@@ -73,9 +73,9 @@ func Resolve(exports []Export) Resolution {
 			note(mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "session affinity config differs")
 		}
 		for _, p := range e.Ports {
-			if i := slices.IndexFunc(r.Spec.Ports, func(q mcsv1beta1.ServicePort) bool { return q.Port == p.Port }); i >= 0 {
-				if q := r.Spec.Ports[i]; !samePort(p, q) {
-					note(mcsv1beta1.ServiceExportReasonPortConflict, "port %d is %s but %s in cluster %s", p.Port, describePort(p), describePort(q), declaredBy[q.Port])
+			if q, ok := declaredPort(r.Spec.Ports, e, p); ok {
+				if !samePort(p, q) {
+					note(mcsv1beta1.ServiceExportReasonPortConflict, "port %d is %s but %s in cluster %s", p.Port, describePort(p), describePort(q), declaredBy[keyOf(q)])
 				}
 				continue
 			}
@@ -84,7 +84,7 @@ func Resolve(exports []Export) Resolution {
 				continue
 			}
 			r.Spec.Ports = append(r.Spec.Ports, p)
-			declaredBy[p.Port] = e.Cluster
+			declaredBy[keyOf(p)] = e.Cluster
 		}
 		if reason != "" {
 			if r.Conflicts == nil {
@@ -94,10 +94,43 @@ func Resolve(exports []Export) Resolution {
 				"%s; the oldest export, in cluster %s, is used", strings.Join(why, "; "), oldest.Cluster)}
 		}
 	}
-	slices.SortFunc(r.Spec.Ports, func(a, b mcsv1beta1.ServicePort) int { return int(a.Port) - int(b.Port) })
+	slices.SortFunc(r.Spec.Ports, comparePorts)
 	slices.Sort(r.Clusters)
 	r.Clusters = slices.Compact(r.Clusters)
 	return r
+}
+
+// portKey is what tells two ports of one Service apart: a Service may
+// serve one port number over TCP and UDP (DNS does).
+type portKey struct {
+	port     int32
+	protocol corev1.Protocol
+}
+
+func keyOf(p mcsv1beta1.ServicePort) portKey { return portKey{p.Port, protocol(p)} }
+
+// declaredPort is the accepted port that p of export e declares again: the
+// one of the same number and protocol, or, when e does not itself serve
+// that number over the accepted protocol, the one of the same number (a
+// port moved to another protocol), which p then conflicts with.
+func declaredPort(accepted []mcsv1beta1.ServicePort, e Export, p mcsv1beta1.ServicePort) (mcsv1beta1.ServicePort, bool) {
+	if i := slices.IndexFunc(accepted, func(q mcsv1beta1.ServicePort) bool { return keyOf(q) == keyOf(p) }); i >= 0 {
+		return accepted[i], true
+	}
+	for _, q := range accepted {
+		if q.Port == p.Port && !slices.ContainsFunc(e.Ports, func(o mcsv1beta1.ServicePort) bool { return keyOf(o) == keyOf(q) }) {
+			return q, true
+		}
+	}
+	return mcsv1beta1.ServicePort{}, false
+}
+
+// comparePorts orders ports by number, then protocol.
+func comparePorts(a, b mcsv1beta1.ServicePort) int {
+	if c := cmp.Compare(a.Port, b.Port); c != 0 {
+		return c
+	}
+	return cmp.Compare(protocol(a), protocol(b))
 }
 
 func samePort(a, b mcsv1beta1.ServicePort) bool {
