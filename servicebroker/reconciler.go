@@ -7,8 +7,8 @@ import (
 	"context"
 
 	"github.com/sirupsen/logrus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -41,22 +41,39 @@ var _ reconcile.Reconciler = (*reconciler)(nil)
 // export's status of the Service name req in line with the host's objects:
 // level-based, so a deleted export or Service needs no event of its own.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	err := r.reconcile(ctx, req)
+	switch {
+	case apierrors.IsConflict(err):
+		// Something changed since the cache was read; its event brings
+		// the name back.
+		r.log.WithField("service", req.String()).WithError(err).Debug("stale read; brokering again on the next event")
+		return reconcile.Result{}, nil
+	case apierrors.IsInvalid(err):
+		// The apiserver refuses what the inputs derive to; only a change
+		// of the inputs, which comes with its own event, can help.
+		return reconcile.Result{}, reconcile.TerminalError(err)
+	}
+	return reconcile.Result{}, err
+}
+
+// reconcile brokers the name req once.
+func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) error {
 	s, err := r.observe(ctx, req.NamespacedName)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	log := r.log.WithField("service", req.String())
 	brokerSlices := s.brokerSlices()
 	if err := r.syncSlices(ctx, s, brokerSlices); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	exports := s.exports(log)
 	res := mcs.Resolve(exports)
 	if err := r.syncImport(ctx, s, s.serviceImport(exports, res, brokerSlices)); err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	if s.export == nil {
-		return ctrl.Result{}, nil
+		return nil
 	}
-	return ctrl.Result{}, r.syncExportStatus(ctx, s, s.exportConditions(res))
+	return r.syncExportStatus(ctx, s, s.exportConditions(res))
 }

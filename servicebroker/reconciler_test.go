@@ -1,7 +1,9 @@
 package servicebroker
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -13,12 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -648,5 +652,35 @@ func TestRelayedSliceNamesItsCluster(t *testing.T) {
 	}
 	if diff := cmp.Diff([]mcsv1beta1.ClusterStatus{{Cluster: "beijing"}}, imp.Status.Clusters); diff != "" {
 		t.Errorf("ServiceImport clusters (-want +got):\n%s", diff)
+	}
+}
+
+// TestWriteErrors: a write refused because the cache was stale is left to
+// the event that follows; a write the apiserver refuses as invalid is not
+// retried; any other failure is.
+func TestWriteErrors(t *testing.T) {
+	gr := schema.GroupResource{Group: "discovery.k8s.io", Resource: "endpointslices"}
+	for name, tc := range map[string]struct {
+		err      error
+		wantErr  bool
+		terminal bool
+	}{
+		"conflict":    {err: apierrors.NewConflict(gr, "x", errors.New("changed")), wantErr: false},
+		"invalid":     {err: apierrors.NewInvalid(schema.GroupKind{Group: gr.Group, Kind: "EndpointSlice"}, "x", nil), wantErr: true, terminal: true},
+		"unavailable": {err: apierrors.NewServiceUnavailable("busy"), wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, webInTwoClusters()...)
+			w.r.client = interceptor.NewClient(w.c.(client.WithWatch), interceptor.Funcs{
+				Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return tc.err },
+			})
+			_, err := w.r.Reconcile(t.Context(), reconcile.Request{NamespacedName: key("web")})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reconcile = %v, want an error: %v", err, tc.wantErr)
+			}
+			if got := errors.Is(err, reconcile.TerminalError(nil)); got != tc.terminal {
+				t.Errorf("Reconcile = %v: terminal %v, want %v", err, got, tc.terminal)
+			}
+		})
 	}
 }
