@@ -7,6 +7,10 @@ import (
 	"context"
 
 	"github.com/sirupsen/logrus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +18,10 @@ import (
 
 	"flotilla.io/flotilla/mcs"
 )
+
+// tracerName names the broker's spans; they are no-ops unless the process
+// installed an exporting tracer provider.
+const tracerName = "flotilla.io/flotilla/servicebroker"
 
 // reconciler brokers one Service name (namespace/name) per request.
 type reconciler struct {
@@ -40,8 +48,17 @@ var _ reconcile.Reconciler = (*reconciler)(nil)
 // Reconcile brings the broker slices, the ServiceImport and the host
 // export's status of the Service name req in line with the host's objects:
 // level-based, so a deleted export or Service needs no event of its own.
+// Each reconcile is one span; its latency and result are
+// controller-runtime's controller_runtime_reconcile_* metrics.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "servicebroker.Reconcile",
+		trace.WithAttributes(attribute.String("service", req.String())))
+	defer span.End()
 	err := r.reconcile(ctx, req)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
 	switch {
 	case apierrors.IsConflict(err):
 		// Something changed since the cache was read; its event brings
