@@ -23,8 +23,9 @@ type Conflict struct {
 // to: the ServiceImport every cluster gets, and the exports in conflict.
 type Resolution struct {
 	// Spec is the imported Service: the oldest export's properties, and
-	// the union of all exports' ports by name, a name declared differently
-	// taken from the oldest export that declares it. Its IPs are left to
+	// the union of all exports' ports by name, a name (or a number and
+	// protocol) declared differently taken from the oldest export that
+	// declares it. Its IPs are left to
 	// each importing cluster.
 	Spec mcsv1beta1.ServiceImportSpec
 	// Labels and Annotations are the oldest export's exported ones, whole.
@@ -50,12 +51,17 @@ var aspects = []aspect{
 	{mcsv1beta1.ServiceExportReasonPortConflict, "ports", func(a, b Export) bool { return samePorts(a.Ports, b.Ports) }},
 	{mcsv1beta1.ServiceExportReasonSessionAffinityConflict, "session affinity",
 		func(a, b Export) bool { return a.SessionAffinity == b.SessionAffinity }},
-	{mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "session affinity config",
-		func(a, b Export) bool { return equality.Semantic.DeepEqual(a.SessionAffinityConfig, b.SessionAffinityConfig) }},
+	{mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, "session affinity config", func(a, b Export) bool {
+		return a.SessionAffinity != b.SessionAffinity || equality.Semantic.DeepEqual(a.SessionAffinityConfig, b.SessionAffinityConfig)
+	}},
 	{mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, "internal traffic policy",
-		func(a, b Export) bool { return equality.Semantic.DeepEqual(a.InternalTrafficPolicy, b.InternalTrafficPolicy) }},
+		func(a, b Export) bool {
+			return equality.Semantic.DeepEqual(a.InternalTrafficPolicy, b.InternalTrafficPolicy)
+		}},
 	{mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, "traffic distribution",
-		func(a, b Export) bool { return equality.Semantic.DeepEqual(a.TrafficDistribution, b.TrafficDistribution) }},
+		func(a, b Export) bool {
+			return equality.Semantic.DeepEqual(a.TrafficDistribution, b.TrafficDistribution)
+		}},
 	{mcsv1beta1.ServiceExportReasonIPFamilyConflict, "IP families",
 		func(a, b Export) bool { return slices.Equal(a.IPFamilies, b.IPFamilies) }},
 	{mcsv1beta1.ServiceExportReasonLabelsConflict, "exported labels", func(a, b Export) bool { return maps.Equal(a.Labels, b.Labels) }},
@@ -89,8 +95,12 @@ func Resolve(exports []Export) Resolution {
 	r.Labels, r.Annotations = maps.Clone(oldest.Labels), maps.Clone(oldest.Annotations)
 	for _, e := range exports {
 		r.Clusters = append(r.Clusters, e.Cluster)
+		// A port joins the union unless its name, or its number and
+		// protocol, are an older export's already.
 		for _, p := range e.Ports {
-			if !slices.ContainsFunc(r.Spec.Ports, func(q mcsv1beta1.ServicePort) bool { return q.Name == p.Name }) {
+			if !slices.ContainsFunc(r.Spec.Ports, func(q mcsv1beta1.ServicePort) bool {
+				return q.Name == p.Name || (q.Port == p.Port && protocol(q) == protocol(p))
+			}) {
 				r.Spec.Ports = append(r.Spec.Ports, p)
 			}
 		}

@@ -1,7 +1,8 @@
 // Command flotilla-policy runs the policy API in the host cluster: it
 // places the pods of workload templates that PropagationPolicies select,
-// records each policy's placements in its status, and validates policies
-// (see docs/policies.md).
+// records each policy's placements in its status, validates policies (see
+// docs/policies.md), and brokers the Multi-Cluster Services API for the
+// fleet (package servicebroker).
 package main
 
 import (
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	policyv1alpha1 "flotilla.io/flotilla/apis/policy/v1alpha1"
 	"flotilla.io/flotilla/config/rbac"
@@ -34,6 +36,7 @@ import (
 	"flotilla.io/flotilla/internal/telemetry"
 	"flotilla.io/flotilla/internal/webhookcert"
 	"flotilla.io/flotilla/policyctl"
+	"flotilla.io/flotilla/servicebroker"
 )
 
 type options struct {
@@ -125,6 +128,9 @@ func run() error {
 	if err := policyctl.Setup(ctx, mgr, log, policyctl.Options{RebalanceInterval: o.rebalance, RefusalCooldown: o.refusalCooldown}); err != nil {
 		return err
 	}
+	if err := servicebroker.Setup(ctx, mgr, log); err != nil {
+		return err
+	}
 	if rotator != nil {
 		if err := mgr.Add(rotator); err != nil {
 			return err
@@ -203,13 +209,17 @@ func hostConfig(o *options) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// newScheme knows Kubernetes' own types and the policy API.
+// newScheme knows Kubernetes' own types, the policy API and the
+// Multi-Cluster Services API.
 func newScheme() (*runtime.Scheme, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	if err := policyv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := mcsv1beta1.Install(scheme); err != nil {
 		return nil, err
 	}
 	return scheme, nil
