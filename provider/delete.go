@@ -83,7 +83,7 @@ func (p *Provider) DeletePod(ctx context.Context, pod *corev1.Pod) (err error) {
 			Preconditions:      metav1.NewUIDPreconditions(string(member.UID)),
 		})
 		if err == nil {
-			p.deleting.Store(member.UID, pod.DeletionGracePeriodSeconds)
+			p.askedToDelete(member, pod.DeletionGracePeriodSeconds)
 			return nil
 		}
 		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {

@@ -437,12 +437,20 @@ func TestHeldPodIsNotCountedForwarded(t *testing.T) {
 // watches are not ordered) still reaches the host pod once they do.
 func TestMemberEventBeforeItsPodIsCached(t *testing.T) {
 	w := newHarness(t)
+	// The member pod gets a UID known ahead, for the event to name it.
+	const memberUID = "member-uid-web"
+	kubetest.PrependReactor(&w.member.Fake, "create", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+		if pod, ok := a.(ktesting.CreateAction).GetObject().(*corev1.Pod); ok && pod.Name == "web" {
+			pod.UID = memberUID
+		}
+		return false, nil, nil
+	})
 	w.createHostPod(secretVolumePod("web", "db"))
 	w.eventually("pod held", func() bool { return len(w.events.find("web", wellknown.EventMandatorySecretNotFound)) > 0 })
 	now := metav1.Now()
 	event := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: testNamespace, Name: "web.1", UID: "event-1"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: testNamespace, Name: "web"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: testNamespace, Name: "web", UID: memberUID},
 		Reason:         "Scheduled", Message: "Successfully assigned app/web to node-1", Type: corev1.EventTypeNormal,
 		Source: corev1.EventSource{Component: "default-scheduler"}, Count: 1, FirstTimestamp: now, LastTimestamp: now,
 	}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1informers "k8s.io/client-go/informers/core/v1"
@@ -105,6 +106,8 @@ func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 	w := &harness{t: t, host: fake.NewClientset(hostObjects...), member: fake.NewClientset(cfg.memberObjects...), events: &eventLog{}}
 	statusSubresource(w.host)
 	statusSubresource(w.member)
+	assignUIDs(w.host)
+	assignUIDs(w.member)
 	hostWatches, memberWatches := trackWatches(w.host), trackWatches(w.member)
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartEventWatcher(w.events.add)
@@ -301,6 +304,26 @@ func statusSubresource(c *fake.Clientset) {
 		}
 		cur.Status = *pod.Status.DeepCopy()
 		return true, cur, c.Tracker().Update(pods, cur, pod.Namespace)
+	})
+}
+
+// assignUIDs gives every object created without a UID one, as the
+// apiserver does: the fake stores none, and the provider keeps what it
+// asked of a member pod by the pod's UID, so pods of one empty UID would
+// share it (a deletion asked of one would pass for a deletion asked of
+// the next).
+func assignUIDs(c *fake.Clientset) {
+	c.PrependReactor("create", "*", func(a ktesting.Action) (bool, runtime.Object, error) {
+		create, ok := a.(ktesting.CreateAction)
+		if !ok || create.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		// The fake hands reactors its own copy of the action, so the
+		// caller's object stays as it was, as with an apiserver.
+		if obj, ok := create.GetObject().(metav1.Object); ok && obj.GetUID() == "" {
+			obj.SetUID(uuid.NewUUID())
+		}
+		return false, nil, nil
 	})
 }
 

@@ -334,6 +334,20 @@ func (p *Provider) memberPodGone(obj any) {
 	}
 }
 
+// askedToDelete records that this process had the member delete m with
+// grace. The member's watch may show the deletion before the member's
+// answer comes (a pod removed at once), and memberPodGone then found no
+// record to forget: kept, it would outlive the pod. An informer removes a
+// pod from its cache before it calls handlers with the deletion, so a
+// pod still in the cache has its memberPodGone still to come, and one
+// gone from it has had it or is about to.
+func (p *Provider) askedToDelete(m *memberpod.Pod, grace *int64) {
+	p.deleting.Store(m.UID, grace)
+	if cur, err := p.memberPods.Get(m.Namespace, m.Name); err != nil || cur.UID != m.UID {
+		p.deleting.Delete(m.UID)
+	}
+}
+
 // deleteAsked reports whether this process had the member delete m with
 // a grace period no longer than grace already, which the cache does not
 // show yet.

@@ -10,9 +10,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	ktesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"flotilla.io/flotilla/internal/kube/kubetest"
 	"flotilla.io/flotilla/internal/memberpod"
 	"flotilla.io/flotilla/provider/translate"
 )
@@ -75,6 +78,55 @@ func TestSeenForgetsGonePods(t *testing.T) {
 	}
 	if n := syncMapLen(&w.p.gone); n != 0 {
 		t.Errorf("provider keeps the deletion of %d of %d member pods", n, pods)
+	}
+}
+
+// TestDeletionSeenBeforeItsAnswer: the member's watch may show a member
+// pod's deletion before the member answers the request that deleted it
+// (a pod removed at once, as one no member node runs yet). The provider
+// keeps nothing of the pod then either: a record of the deletion asked
+// for, kept by member pod UID, must not outlive the pod.
+func TestDeletionSeenBeforeItsAnswer(t *testing.T) {
+	for name, tc := range map[string]struct {
+		// asked is the pod virtual-kubelet hands DeletePod.
+		asked func(host *corev1.Pod, member *memberpod.Pod) *corev1.Pod
+	}{
+		"host pod removed at once": {asked: func(_ *corev1.Pod, m *memberpod.Pod) *corev1.Pod { return orphanView(m) }},
+		"host pod deleted gracefully": {asked: func(host *corev1.Pod, _ *memberpod.Pod) *corev1.Pod {
+			d := host.DeepCopy()
+			d.DeletionTimestamp = ptr.To(metav1.Now())
+			d.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			return d
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := buildHarness(t)
+			ctx := context.Background()
+			host := boundPod("web")
+			member := translate.ToMember(host, w.p.target(testNamespace))
+			member.UID = "member-uid"
+			must(t, w.member.Tracker().Add(member))
+			must(t, w.memberPodIndexer.Add(member))
+			kubetest.PrependReactor(&w.member.Fake, "delete", "pods", func(a ktesting.Action) (bool, runtime.Object, error) {
+				must(t, w.member.Tracker().Delete(a.GetResource(), a.GetNamespace(), a.(ktesting.DeleteAction).GetName()))
+				// The watch shows the deletion first: the informer
+				// removes the pod from its cache, then calls handlers.
+				must(t, w.memberPodIndexer.Delete(member))
+				w.p.memberPodGone(member)
+				return true, nil, nil
+			})
+			asked := tc.asked(host, memberpod.New(member))
+			if asked.DeletionTimestamp != nil {
+				must(t, w.hostPodIndexer.Add(asked))
+			}
+			must(t, w.p.DeletePod(ctx, asked))
+			if w.memberPodExists(testNamespace, "web") {
+				t.Fatal("member pod not deleted")
+			}
+			if n := syncMapLen(&w.p.deleting); n != 0 {
+				t.Errorf("provider keeps the deletion asked of %d member pods gone", n)
+			}
+		})
 	}
 }
 
