@@ -405,9 +405,9 @@ func TestConflicts(t *testing.T) {
 			events: []string{"Warning ServiceExportConflict", "Normal ServiceExported"},
 		},
 		"an older member export of another type wins over the host's": {
-			export:    makeExport("web").Created(t1).Obj(),
-			member:    headless,
-			conflict:  cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonTypeConflict)),
+			export:   makeExport("web").Created(t1).Obj(),
+			member:   headless,
+			conflict: cond(mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonTypeConflict)),
 			conflicts: map[string]mcsv1beta1.ServiceExportConditionReason{
 				"beijing": mcsv1beta1.ServiceExportReasonTypeConflict, wellknown.HostClusterID: mcsv1beta1.ServiceExportReasonTypeConflict},
 			spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless, SessionAffinity: corev1.ServiceAffinityNone,
