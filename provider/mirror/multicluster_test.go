@@ -199,12 +199,18 @@ func TestImportFollowsTheHost(t *testing.T) {
 	})
 }
 
-// TestImportWaitsForTheNamespace: nothing is imported into a namespace the
-// member does not have (flotilla never creates one for an import); it is
-// once the namespace appears.
+// TestImportWaitsForTheNamespace: the import of a namespace the host has
+// only because a member exported from it waits for the member to have the
+// namespace (flotilla never creates it, nor recreates one its users are
+// deleting); it is imported once the namespace appears.
 func TestImportWaitsForTheNamespace(t *testing.T) {
 	w := newMCSWorld(t)
-	_, err := w.hostMCS.MulticlusterV1beta1().ServiceImports(testNamespace).Create(w.ctx, hostImport("db", mcsv1beta1.Headless, "a"), metav1.CreateOptions{})
+	hostNS, err := w.host.CoreV1().Namespaces().Get(w.ctx, testNamespace, metav1.GetOptions{})
+	must(t, err)
+	hostNS.Annotations = map[string]string{wellknown.ExportedFromAnnotation: "other"}
+	_, err = w.host.CoreV1().Namespaces().Update(w.ctx, hostNS, metav1.UpdateOptions{})
+	must(t, err)
+	_, err = w.hostMCS.MulticlusterV1beta1().ServiceImports(testNamespace).Create(w.ctx, hostImport("db", mcsv1beta1.Headless, "a"), metav1.CreateOptions{})
 	must(t, err)
 	w.start()
 	w.never("a namespace or import appears", 300*time.Millisecond, func() bool {
@@ -218,6 +224,21 @@ func TestImportWaitsForTheNamespace(t *testing.T) {
 		si, err := w.memberMCS.MulticlusterV1beta1().ServiceImports(testNamespace).Get(w.ctx, "db", metav1.GetOptions{})
 		_, errSvc := w.member.CoreV1().Services(testNamespace).Get(w.ctx, mcs.DerivedServiceName(testNamespace, "db"), metav1.GetOptions{})
 		return err == nil && si.Spec.Type == mcsv1beta1.Headless && len(si.Spec.IPs) == 0 && apierrors.IsNotFound(errSvc)
+	})
+}
+
+// TestImportCreatesTheUsersNamespace: a member without the namespace of an
+// export made in the host (a cluster without replicas) gets it, as
+// forwarded pods would, and the import.
+func TestImportCreatesTheUsersNamespace(t *testing.T) {
+	w := newMCSWorld(t)
+	_, err := w.hostMCS.MulticlusterV1beta1().ServiceImports(testNamespace).Create(w.ctx, hostImport("web", mcsv1beta1.ClusterSetIP, "a"), metav1.CreateOptions{})
+	must(t, err)
+	w.start()
+	w.eventually("namespace and import", func() bool {
+		ns, errNS := w.member.CoreV1().Namespaces().Get(w.ctx, testNamespace, metav1.GetOptions{})
+		_, errSI := w.memberMCS.MulticlusterV1beta1().ServiceImports(testNamespace).Get(w.ctx, "web", metav1.GetOptions{})
+		return errNS == nil && w.cfg.Owner().Owns(ns) && errSI == nil
 	})
 }
 

@@ -137,10 +137,18 @@ func (m *ServiceImports) sync(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	// An import goes only into a namespace the member already has, as the
-	// API's namespace sameness means; flotilla never creates one for it
-	// (nor recreates one being deleted).
-	imported := hostSI != nil && hostSI.DeletionTimestamp == nil && t.Namespace == ns && m.usable(ns)
+	// An import goes into the member's namespace of the same name. The
+	// member gets one as forwarded pods would when the host namespace is
+	// the users' own; one the host has only because a member exported from
+	// it (a member's namespace, by namespace sameness) is never created or
+	// recreated in the others, which own their namespaces.
+	imported := hostSI != nil && hostSI.DeletionTimestamp == nil && t.Namespace == ns
+	if imported && !m.usable(ns) && m.hostsUsersNamespace(ns) {
+		if err := m.ns.Ensure(ctx, ns, ns); err != nil {
+			return err
+		}
+	}
+	imported = imported && m.usable(ns)
 	derived := ""
 	if imported && hostSI.Spec.Type == mcsv1beta1.ClusterSetIP {
 		derived = mcs.DerivedServiceName(ns, name)
@@ -179,6 +187,14 @@ func (m *ServiceImports) sync(ctx context.Context, key string) error {
 		return err
 	}
 	return m.syncSlices(ctx, key, t.Namespace, want)
+}
+
+// hostsUsersNamespace reports whether the host namespace exists, is not
+// being deleted, and is not one flotilla made for a member's export.
+func (m *ServiceImports) hostsUsersNamespace(namespace string) bool {
+	n, err := m.ns.hostNS.Get(namespace)
+	return err == nil && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
+		n.Annotations[wellknown.ExportedFromAnnotation] == ""
 }
 
 // usable reports whether the member namespace exists and is not being
