@@ -58,6 +58,7 @@ type options struct {
 	configFile              string
 	installation            string
 	hostKubeconfig          string
+	multiClusterServices    bool
 	mode                    string
 	memberKubeconfig        string
 	nodeIP                  string
@@ -113,6 +114,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "serving certificate of the kubelet endpoint; a self-signed one is generated when empty")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.clientCAFile, "client-ca-file", "", "CA that signs client certificates allowed to call the kubelet endpoint (e.g. the host apiserver's kubelet client)")
+	fs.BoolVar(&o.multiClusterServices, "multicluster-services", true, "import the fleet's exported Services (ServiceExport, ServiceImport of multicluster.x-k8s.io) into the member and relay the member's own exports to the host; off when another Multi-Cluster Services implementation runs in the member")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "run as one of an active/standby pair for this member: only the holder of the Lease flotilla-node-<cluster-name> works; a standby takes over when the active one stops renewing it, adopting its member pods without moving any")
 	fs.StringVar(&o.leaderNamespace, "leader-election-namespace", "default", "namespace of the leader Lease in the host")
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits after the active one's last renewal before it takes over")
@@ -291,11 +293,13 @@ func newClients(ctx context.Context, o *options, m metrics) (*clients, error) {
 	if c.memberMetrics, err = metricsclient.NewForConfig(c.memberConfig); err != nil {
 		return nil, fmt.Errorf("member metrics client: %w", err)
 	}
-	if c.hostMultiCluster, err = mcsclient.NewForConfig(c.hostConfig); err != nil {
-		return nil, fmt.Errorf("host multi-cluster services client: %w", err)
-	}
-	if c.memberMultiCluster, err = mcsclient.NewForConfig(c.memberConfig); err != nil {
-		return nil, fmt.Errorf("member multi-cluster services client: %w", err)
+	if o.multiClusterServices {
+		if c.hostMultiCluster, err = mcsclient.NewForConfig(c.hostConfig); err != nil {
+			return nil, fmt.Errorf("host multi-cluster services client: %w", err)
+		}
+		if c.memberMultiCluster, err = mcsclient.NewForConfig(c.memberConfig); err != nil {
+			return nil, fmt.Errorf("member multi-cluster services client: %w", err)
+		}
 	}
 	if c.installation = o.installation; c.installation == "" {
 		if c.installation, err = hostIdentity(ctx, c.host); err != nil {
