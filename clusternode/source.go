@@ -332,6 +332,14 @@ func (p *Source) Run(ctx context.Context) {
 	}
 }
 
+// MemberReachable reports whether the member answers its health checks:
+// fewer than FailureThreshold have failed in a row.
+func (p *Source) MemberReachable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failures < p.cfg.FailureThreshold
+}
+
 // checkHealth checks the member once and reports whether that changed what
 // the virtual node shows: reachable or not, and why not.
 func (p *Source) checkHealth(ctx context.Context) bool {

@@ -61,7 +61,7 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 		return nil, err
 	}
 	recorder := s.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
-	pods, err := s.newPodProvider(vc, client, podInformer, recorder)
+	pods, err := s.newPodProvider(vc, client, podInformer, recorder, nodes.MemberReachable)
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +117,7 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 }
 
 // newPodProvider is what forwards the virtual node's pods to the member.
-func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, client kube.Interface, podInformer corev1informers.PodInformer, recorder record.EventRecorder) (*provider.Provider, error) {
+func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, client kube.Interface, podInformer corev1informers.PodInformer, recorder record.EventRecorder, memberReachable func() bool) (*provider.Provider, error) {
 	cfg := s.cfg
 	mapper := provider.SameName
 	if vc.NamespaceMapping == v1alpha1.Suffix {
@@ -146,6 +146,7 @@ func (s *shared) newPodProvider(vc v1alpha1.VirtualCluster, client kube.Interfac
 		HostLacks:       s.hostLacks,
 		HostVersion:     s.hostVersion,
 		MultiCluster:    s.multiClusterFor(vc.Name),
+		MemberReachable: memberReachable,
 	})
 }
 

@@ -66,6 +66,8 @@ type harnessConfig struct {
 	// HostVersion.
 	hostLacks   []string
 	hostVersion string
+	// memberReachable is the provider's MemberReachable.
+	memberReachable func() bool
 }
 
 // harness is one virtual node: a host, a member, and flotilla in between.
@@ -152,6 +154,7 @@ func buildHarness(t testing.TB, opts ...func(*harnessConfig)) *harness {
 		Metrics:         cfg.metrics,
 		HandBackAfter:   cfg.handBackAfter,
 		StorageClasses:  cfg.storageClasses,
+		MemberReachable: cfg.memberReachable,
 		Fields:          cfg.fields,
 		HostOnlyFields:  cfg.hostOnlyFields,
 		HostLacks:       cfg.hostLacks,

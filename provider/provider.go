@@ -101,6 +101,13 @@ type Config struct {
 	// told of on its host pod.
 	HostLacks   []string
 	HostVersion string
+	// MemberReachable, when set, tells whether the member answers its
+	// health checks. While it does not, no status is written onto a host
+	// pod from the member pod cache, which can only be stale: the host's
+	// node controller marks the pods of the NotReady virtual node NotReady,
+	// and flotilla-node does not set them Ready again until the member is
+	// back, as a kubelet that cannot see its containers would not.
+	MemberReachable func() bool
 	// MultiCluster, when set, imports the fleet's exported Services into
 	// the member and, on one virtual node of the member, relays the
 	// member's own exports to the host (mirror.MultiCluster).

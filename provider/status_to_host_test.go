@@ -6,7 +6,9 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -250,6 +252,40 @@ func TestNotReadyFromNodeControllerSetRight(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.eventually("host pod Ready again after the node controller marked it NotReady", ready)
+}
+
+// TestNotReadyKeptWhileTheMemberIsDark: while the member does not answer,
+// the node controller's NotReady stands: the member pod cache is stale,
+// and setting the pod Ready from it would keep a dark cluster's endpoints
+// in every Service. Once the member answers, the pod is Ready again.
+func TestNotReadyKeptWhileTheMemberIsDark(t *testing.T) {
+	var reachable atomic.Bool
+	reachable.Store(true)
+	w := newHarness(t, func(c *harnessConfig) { c.memberReachable = reachable.Load })
+	w.createHostPod(boundPod("web"))
+	w.runMemberPod(testNamespace, "web")
+	ready := func() bool {
+		h, err := w.getHostPod("web")
+		return err == nil && podstate.Ready(h)
+	}
+	w.eventually("host pod Ready", ready)
+
+	reachable.Store(false)
+	h, err := w.getHostPod("web")
+	must(t, err)
+	h = h.DeepCopy()
+	for i := range h.Status.Conditions {
+		if h.Status.Conditions[i].Type == corev1.PodReady {
+			h.Status.Conditions[i].Status = corev1.ConditionFalse
+			h.Status.Conditions[i].LastTransitionTime = metav1.Now()
+		}
+	}
+	if _, err := w.host.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, h, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.never("the host pod set Ready from a dark member's cache", 300*time.Millisecond, ready)
+	reachable.Store(true)
+	w.eventually("host pod Ready again once the member answers", ready)
 }
 
 // TestStatusClockRunsWhileWriting: the cache may show flotilla-node's own

@@ -253,6 +253,9 @@ func (m *ServiceImports) syncDerived(ctx context.Context, hostSI *mcsv1beta1.Ser
 	switch {
 	case apierrors.IsNotFound(err):
 		cur, err = client.Create(ctx, want, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return nil, keyqueue.ErrRequeue // the cache has not shown it yet
+		}
 		if err != nil {
 			return nil, fmt.Errorf("create Service %s/%s for the clusterset IP of %s in cluster %s: %w", ns, derived, name, m.env.cfg.NodeName, err)
 		}
@@ -312,7 +315,9 @@ func (m *ServiceImports) syncImport(ctx context.Context, hostSI *mcsv1beta1.Serv
 	}
 	want.Spec.IPs = ips
 	if cur == nil {
-		if cur, err = client.Create(ctx, want, metav1.CreateOptions{}); err != nil {
+		if cur, err = client.Create(ctx, want, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			return keyqueue.ErrRequeue // the cache has not shown it yet
+		} else if err != nil {
 			return fmt.Errorf("create ServiceImport %s/%s in cluster %s: %w", namespace, name, m.env.cfg.NodeName, err)
 		}
 	} else if !maps.Equal(cur.Labels, want.Labels) || !maps.Equal(cur.Annotations, want.Annotations) ||
