@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,8 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"flotilla.io/flotilla/config/rbac"
+	"flotilla.io/flotilla/internal/wellknown"
 )
 
 // StolenCredential is what a thief of a running flotilla-node's host
@@ -139,6 +142,26 @@ func CheckStolenCredential(t *testing.T, cfg *rest.Config, s StolenCredential) {
 		}
 	}
 
+	dryCreate := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	createSlice := func(c kubernetes.Interface, cluster, managedBy string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := c.DiscoveryV1().EndpointSlices(ownNS).Create(ctx, &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "stolen-", Labels: map[string]string{
+					mcsv1beta1.LabelServiceName: "stolen", mcsv1beta1.LabelSourceCluster: cluster,
+					wellknown.ClusterLabel: cluster, discoveryv1.LabelManagedBy: managedBy,
+				}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+			}, dryCreate)
+			return err
+		}
+	}
+	createNamespace := func(c kubernetes.Interface, l map[string]string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "stolen-", Labels: l}}, dryCreate)
+			return err
+		}
+	}
+
 	allowed := []struct {
 		what string
 		do   func(context.Context) error
@@ -152,6 +175,9 @@ func CheckStolenCredential(t *testing.T, cfg *rest.Config, s StolenCredential) {
 		{"delete, as its node, its pod", podDelete(self, ownNS, ownPod)},
 		{"update its node's status", nodeStatus(direct, s.Node)},
 		{"renew its node's lease", lease(direct, s.Node)},
+		{"relay, as its node, its member's export", createSlice(self, s.Node, wellknown.RelayManagedBy)},
+		{"create a namespace marked as flotilla's, for a member's export", createNamespace(direct,
+			map[string]string{wellknown.ManagedByLabel: wellknown.ManagedByValue})},
 	}
 	for _, a := range allowed {
 		if err := a.do(ctx); err != nil {
@@ -211,6 +237,10 @@ func CheckStolenCredential(t *testing.T, cfg *rest.Config, s StolenCredential) {
 		{"create, as its node, a pod bound to another node", createPod(self, s.OtherNode)},
 		{"create, as its node, a pod bound to itself", createPod(self, s.Node)},
 		{"register a node of another name", createNode(direct, "stolen-"+s.Node)},
+		{"create an EndpointSlice", createSlice(direct, s.Node, wellknown.RelayManagedBy)},
+		{"create, as its node, an EndpointSlice of another cluster", createSlice(self, s.OtherNode, wellknown.RelayManagedBy)},
+		{"create, as its node, an EndpointSlice the broker would make", createSlice(self, s.Node, wellknown.BrokerManagedBy)},
+		{"create a namespace not marked as flotilla's", createNamespace(direct, nil)},
 	}
 	for _, r := range refused {
 		err := r.do(ctx)
