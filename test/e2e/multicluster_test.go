@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -188,6 +189,20 @@ func TestServiceExportAcrossTheFleet(t *testing.T) {
 		c := exportCondition(ctx, hostMCS, ns, "web", mcsv1beta1.ServiceExportConditionConflict)
 		return v != nil && v.Status == metav1.ConditionTrue && c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(v, c), nil
 	})
+	// kubectl flotilla explain shows where each endpoint runs.
+	all, _, err := readyPodIPs(t.Context(), ns, "web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := env.KubectlFlotilla(t.Context(), "explain", "service/web", "-n", ns)
+	if err != nil {
+		t.Fatalf("explain service/web: %v\n%s", err, out)
+	}
+	for _, want := range append([]string{"ServiceImport:", "beijing", "hangzhou", "shenzhen"}, all...) {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain service/web does not show %q:\n%s", want, out)
+		}
+	}
 
 	// A replica turns unready in its member.
 	pods, err := hc.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "part=web-bj"})
@@ -280,6 +295,75 @@ func TestServiceExportAcrossTheFleet(t *testing.T) {
 		return true, "", nil
 	})
 	t.Logf("an export's deletion left every member in %s", time.Since(started).Round(time.Millisecond))
+}
+
+// TestHeadlessExportKeepsHostnames exports a StatefulSet's headless
+// Service: every member imports it as Headless, without a clusterset IP,
+// and each endpoint keeps its pod's hostname, so db-0 is found as db-0
+// wherever it runs.
+func TestHeadlessExportKeepsHostnames(t *testing.T) {
+	startPolicy(t)
+	ns := namespace(t)
+	hc := hostClient()
+	labels := map[string]string{"app": "db"}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: corev1.ServiceSpec{
+		ClusterIP: corev1.ClusterIPNone, Selector: labels, Ports: []corev1.ServicePort{{Name: "pg", Port: 5432}}}}
+	if _, err := hc.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ss := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}, Spec: appsv1.StatefulSetSpec{
+		ServiceName: "db", Replicas: ptr.To[int32](2), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		PodManagementPolicy: appsv1.ParallelPodManagement,
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{virtualNodeToleration},
+			Containers:  []corev1.Container{{Name: "db", Image: "postgres:17"}},
+		}},
+	}}
+	if _, err := hc.AppsV1().StatefulSets(ns).Create(t.Context(), ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mcsClient(t, env.World.Host()).MulticlusterV1beta1().ServiceExports(ns).Create(t.Context(),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "every member imports db headless, hostnames kept", func(ctx context.Context) (bool, string, error) {
+		pods, err := hc.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		want := map[string]string{} // hostname -> IP
+		for i := range pods.Items {
+			if p := &pods.Items[i]; podReady(p) && p.Status.PodIP != "" {
+				want[p.Name] = p.Status.PodIP
+			}
+		}
+		if len(want) != 2 {
+			return false, fmt.Sprintf("ready pods %v", want), nil
+		}
+		for _, m := range members {
+			c := env.World.Member(m)
+			si, err := mcsClient(t, c).MulticlusterV1beta1().ServiceImports(ns).Get(ctx, "db", metav1.GetOptions{})
+			if err != nil || si.Spec.Type != mcsv1beta1.Headless || len(si.Spec.IPs) != 0 {
+				return false, fmt.Sprintf("%s: import %v (%v)", m, si, err), nil
+			}
+			list, err := c.Client().DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=db"})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			got := map[string]string{}
+			for _, s := range list.Items {
+				for _, ep := range s.Endpoints {
+					if ep.Hostname != nil && len(ep.Addresses) > 0 {
+						got[*ep.Hostname] = ep.Addresses[0]
+					}
+				}
+			}
+			if !maps.Equal(got, want) {
+				return false, fmt.Sprintf("%s: hostnames %v, want %v", m, got, want), nil
+			}
+		}
+		return true, "", nil
+	})
 }
 
 // memberService is a Service of a member's own, selecting app, with ports.
