@@ -1,7 +1,9 @@
 // Package plugin is kubectl-flotilla, the kubectl plugin for a flotilla
 // host: `kubectl flotilla clusters` lists the member clusters from what
 // flotilla publishes on their virtual nodes, and `kubectl flotilla
-// explain` says why a pod is where it is, or why it is not running. It
+// explain` says why a pod is where it is, or why it is not running, and,
+// for a Service (explain_service.go), where its endpoints run across the
+// fleet and which members can import it. It
 // reads the host only, with the user's own kubeconfig and the kubectl
 // flags users expect (-n, --context, --kubeconfig, -o).
 //
