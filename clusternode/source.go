@@ -57,6 +57,10 @@ type SourceConfig struct {
 	// Fields, when set, is what the member's API knows of pods; the node
 	// is rebuilt whenever it changes.
 	Fields *podfields.Member
+	// ReachabilityChanged, when set, is called (with no lock held) each
+	// time the member turns unreachable or answers again; MemberReachable
+	// says which.
+	ReachabilityChanged func()
 }
 
 // Source is the source of a virtual node's state, virtual-kubelet's
@@ -347,7 +351,18 @@ func (p *Source) checkHealth(ctx context.Context) bool {
 	err := p.cfg.Health.Healthy(cctx)
 	cancel()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	reachable := p.failures < p.cfg.FailureThreshold
+	changed := p.recordHealth(ctx, err)
+	now := p.failures < p.cfg.FailureThreshold
+	p.mu.Unlock()
+	if now != reachable && p.cfg.ReachabilityChanged != nil {
+		p.cfg.ReachabilityChanged()
+	}
+	return changed
+}
+
+// recordHealth counts a check's answer; p.mu is held.
+func (p *Source) recordHealth(ctx context.Context, err error) bool {
 	reachable, message := p.failures < p.cfg.FailureThreshold, p.lastError
 	if err != nil {
 		p.failures++

@@ -56,12 +56,19 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 	// its own: podInformer shows it this node's.
 	podInformer := podcache.NodePodInformer(s.podInformers[vc.Name], vc.Name)
 	client := s.nodeClients[vc.Name]
-	nodes, err := s.newNodeProvider(vc)
+	// The pods follow the member's reachability (provider.MemberReachable);
+	// the provider is made after the node source that watches it.
+	var pods *provider.Provider
+	nodes, err := s.newNodeProvider(vc, func() {
+		if pods != nil {
+			pods.MemberReachabilityChanged()
+		}
+	})
 	if err != nil {
 		return nil, err
 	}
 	recorder := s.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "flotilla-node", Host: vc.Name})
-	pods, err := s.newPodProvider(vc, client, podInformer, recorder, nodes.MemberReachable)
+	pods, err = s.newPodProvider(vc, client, podInformer, recorder, nodes.MemberReachable)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +92,7 @@ func (s *shared) newVirtualNode(vc v1alpha1.VirtualCluster) (*virtualNode, error
 
 // newNodeProvider is what makes the virtual node's corev1.Node of the
 // member's nodes in vc's slice.
-func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Source, error) {
+func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster, reachabilityChanged func()) (*clusternode.Source, error) {
 	cfg := s.cfg
 	return clusternode.NewSource(clusternode.SourceConfig{
 		Node: clusternode.Config{
@@ -105,14 +112,15 @@ func (s *shared) newNodeProvider(vc v1alpha1.VirtualCluster) (*clusternode.Sourc
 			KubeletPort:          vc.KubeletPort,
 			Grow:                 growShapes(vc.Placement),
 		},
-		Informers:          s.member,
-		Pods:               s.memberPods,
-		Health:             s.health,
-		HealthInterval:     cfg.HealthInterval,
-		FailureThreshold:   cfg.FailureThreshold,
-		KubeletAPI:         kubeletAPIProbe(cfg, vc.Name),
-		KubeletAPIInterval: cfg.KubeletAPIProbeInterval,
-		Fields:             s.fields,
+		Informers:           s.member,
+		Pods:                s.memberPods,
+		Health:              s.health,
+		HealthInterval:      cfg.HealthInterval,
+		FailureThreshold:    cfg.FailureThreshold,
+		KubeletAPI:          kubeletAPIProbe(cfg, vc.Name),
+		KubeletAPIInterval:  cfg.KubeletAPIProbeInterval,
+		Fields:              s.fields,
+		ReachabilityChanged: reachabilityChanged,
 	})
 }
 

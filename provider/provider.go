@@ -102,11 +102,11 @@ type Config struct {
 	HostLacks   []string
 	HostVersion string
 	// MemberReachable, when set, tells whether the member answers its
-	// health checks. While it does not, no status is written onto a host
-	// pod from the member pod cache, which can only be stale: the host's
-	// node controller marks the pods of the NotReady virtual node NotReady,
-	// and flotilla-node does not set them Ready again until the member is
-	// back, as a kubelet that cannot see its containers would not.
+	// health checks. While it does not, the member pod cache can only be
+	// stale: the host pods are not Ready (status_unreachable.go), so that
+	// no Service in the host or across the fleet keeps their endpoints,
+	// until the member answers again. Call MemberReachabilityChanged when
+	// it changes.
 	MemberReachable func() bool
 	// MultiCluster, when set, imports the fleet's exported Services into
 	// the member and, on one virtual node of the member, relays the

@@ -87,6 +87,9 @@ func (p *Provider) syncStatusOf(ctx context.Context, key string) error {
 			}
 		}
 		status, matters := statusWanted(host, member)
+		if p.memberUnreachable() {
+			status, matters = unreachableStatus(host, p.cfg.NodeName)
+		}
 		if !matters {
 			p.nothingToWrite(key)
 			return nil

@@ -198,10 +198,7 @@ func (s *hostStatus) write(ctx context.Context, key string) error {
 		done(nil)
 		s.env.cfg.Metrics.statusUnchanged(key)
 		return nil
-	case s.env.cfg.MemberReachable != nil && !s.env.cfg.MemberReachable():
-		// What the member pod cache says is stale: written once the
-		// member answers again.
-		return keyqueue.ErrRequeue
+
 	}
 	err = kube.UpdatePodStatus(ctx, s.env.cfg.HostClient, &corev1.Pod{ObjectMeta: host.ObjectMeta, Status: want.status})
 	switch {

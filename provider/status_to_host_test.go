@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"flotilla.io/flotilla/internal/podstate"
+	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/provider/internal/keyqueue"
 )
 
@@ -254,38 +255,44 @@ func TestNotReadyFromNodeControllerSetRight(t *testing.T) {
 	w.eventually("host pod Ready again after the node controller marked it NotReady", ready)
 }
 
-// TestNotReadyKeptWhileTheMemberIsDark: while the member does not answer,
-// the node controller's NotReady stands: the member pod cache is stale,
-// and setting the pod Ready from it would keep a dark cluster's endpoints
-// in every Service. Once the member answers, the pod is Ready again.
-func TestNotReadyKeptWhileTheMemberIsDark(t *testing.T) {
+// TestNotReadyWhileTheMemberIsDark: while the member does not answer, its
+// pods are not Ready in the host (the member pod cache can only be stale,
+// and the host's node controller leaves the pods of a node that reports
+// itself NotReady alone), so no Service keeps a dark cluster's endpoints;
+// a status the node controller or anyone gives them stays not Ready. Once
+// the member answers, they are Ready again.
+func TestNotReadyWhileTheMemberIsDark(t *testing.T) {
 	var reachable atomic.Bool
 	reachable.Store(true)
 	w := newHarness(t, func(c *harnessConfig) { c.memberReachable = reachable.Load })
 	w.createHostPod(boundPod("web"))
 	w.runMemberPod(testNamespace, "web")
-	ready := func() bool {
-		h, err := w.getHostPod("web")
-		return err == nil && podstate.Ready(h)
-	}
-	w.eventually("host pod Ready", ready)
-
-	reachable.Store(false)
-	h, err := w.getHostPod("web")
-	must(t, err)
-	h = h.DeepCopy()
-	for i := range h.Status.Conditions {
-		if h.Status.Conditions[i].Type == corev1.PodReady {
-			h.Status.Conditions[i].Status = corev1.ConditionFalse
-			h.Status.Conditions[i].LastTransitionTime = metav1.Now()
+	readyIs := func(want corev1.ConditionStatus, reason string) func() bool {
+		return func() bool {
+			h, err := w.getHostPod("web")
+			if err != nil {
+				return false
+			}
+			for _, c := range h.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					return c.Status == want && (reason == "" || c.Reason == reason)
+				}
+			}
+			return false
 		}
 	}
-	if _, err := w.host.CoreV1().Pods(testNamespace).UpdateStatus(w.ctx, h, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w.never("the host pod set Ready from a dark member's cache", 300*time.Millisecond, ready)
+	w.eventually("host pod Ready", readyIs(corev1.ConditionTrue, ""))
+
+	reachable.Store(false)
+	w.p.MemberReachabilityChanged()
+	w.eventually("host pod not Ready, the member unreachable", readyIs(corev1.ConditionFalse, wellknown.ReasonMemberUnreachable))
+	// The periodic pass finds nothing to set Ready from the stale cache.
+	w.p.queueWrongStatuses()
+	w.never("the host pod set Ready from a dark member's cache", 300*time.Millisecond, readyIs(corev1.ConditionTrue, ""))
+
 	reachable.Store(true)
-	w.eventually("host pod Ready again once the member answers", ready)
+	w.p.MemberReachabilityChanged()
+	w.eventually("host pod Ready again once the member answers", readyIs(corev1.ConditionTrue, ""))
 }
 
 // TestStatusClockRunsWhileWriting: the cache may show flotilla-node's own
