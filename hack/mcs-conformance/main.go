@@ -18,6 +18,12 @@
 // the second the other exporter of two-cluster specs, the third only
 // imports. The world's files (every process's log) are kept with --keep,
 // and also when a spec fails.
+//
+// --skip leaves out, by default, the spec that reaches a Service which is
+// not exported: it execs nc in a pod with a TTY and no stdin, which crashes
+// the members' kwok (v0.8.0, a nil reader in its exec tunnel), so that
+// every later spec's pods stay Pending. In the test world it could only
+// pass anyway: pods have no network to reach a Service through.
 package main
 
 import (
@@ -60,6 +66,7 @@ const (
 var (
 	suite       = flag.String("suite", "", "path of the conformance test binary built from kubernetes-sigs/mcs-api's conformance directory (required)")
 	labelFilter = flag.String("label-filter", "!DNS && !Connectivity", "the suite's -ginkgo.label-filter: the test world has no clusterset DNS and no pod network")
+	skip        = flag.String("skip", "Connectivity to a service that is not exported", "the suite's -ginkgo.skip, a regular expression of spec names: by default the spec whose exec crashes kwok (see the package doc); empty runs every spec the label filter selects")
 	keep        = flag.Bool("keep", false, "keep the world's files (logs, kubeconfigs, the suite's reports) after it stops")
 )
 
@@ -212,6 +219,9 @@ func runSuite(ctx context.Context, suitePath, dir string, kubeconfigs []string, 
 		"-ginkgo.timeout=" + suiteTimeout.String(),
 		"-ginkgo.junit-report=" + junit,
 	}
+	if *skip != "" {
+		args = append(args, "-ginkgo.skip="+*skip)
+	}
 	logf("running %s %s", suitePath, strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, suitePath, args...)
 	cmd.Dir = dir
@@ -284,6 +294,7 @@ func (s summary) print() {
 		if c.Failure != nil {
 			msg, _, _ = strings.Cut(c.Failure.Message, "\n")
 		}
-		fmt.Printf("  %s: %s\n      %s\n", strings.ToUpper(c.Status), c.Name, msg)
+		name := strings.TrimSpace(strings.TrimPrefix(c.Name, "[It]"))
+		fmt.Printf("  %s: %s\n      %s\n", strings.ToUpper(c.Status), name, msg)
 	}
 }
