@@ -10,6 +10,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -30,7 +31,7 @@ type SliceWatch struct {
 // (WaitSlices). Stop it when done.
 func WatchSlices(ctx context.Context, c kubernetes.Interface, cluster, namespace string, n *Notifier) (*SliceWatch, error) {
 	w := &SliceWatch{cluster: cluster, notifier: n}
-	lw := cache.NewListWatchFromClient(c.DiscoveryV1().RESTClient(), "endpointslices", namespace, nil)
+	lw := cache.NewListWatchFromClient(c.DiscoveryV1().RESTClient(), "endpointslices", namespace, fields.Everything())
 	notify := func(any) { n.notify() }
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
