@@ -194,7 +194,7 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 	hostNative := stage{"host", func(pod string) bool { return !e.host.Ready(e.native)[pod] }}
 
 	// The baseline: what the host's own EndpointSlice controller writes.
-	if err := e.t.quiesce(ctx, "exported_native", s); err != nil {
+	if err := e.quietWrites(ctx, "exported_native", s); err != nil {
 		return err
 	}
 	var nativeTimes [][]float64
@@ -211,7 +211,7 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 	}
 
 	// The export, and what it adds to the processes' memory.
-	if err := e.t.quiesce(ctx, "exported_export", s); err != nil {
+	if err := e.quietWrites(ctx, "exported_export", s); err != nil {
 		return err
 	}
 	before, err := e.rss()
@@ -243,7 +243,7 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 	addRSS(s, before, after)
 
 	// The same changes, exported.
-	if err := e.t.quiesce(ctx, "exported_changes", s); err != nil {
+	if err := e.quietWrites(ctx, "exported_changes", s); err != nil {
 		return err
 	}
 	var exportedTimes [][]float64
@@ -295,6 +295,12 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 		e.t.Mode, n, len(pods), s[p+"total_writes_per_change"], s[p+"native_host_writes_per_change"], s[p+"writes_over_native"],
 		s[p+"members_p50_s"], s[p+"node_rss_added_mib"], s[p+"policy_rss_added_mib"])
 	return nil
+}
+
+// quietWrites waits until no apiserver takes more writes than its
+// heartbeats make, the scenario's pods running, within --phase-timeout.
+func (e *exportRun) quietWrites(ctx context.Context, what string, s measure.Sample) error {
+	return measure.QuiesceWrites(ctx, e.t.World.Clusters(), e.t.QuietExtra, e.t.opts.PhaseTimeout, what, s)
 }
 
 // everyMember returns a stage reached when every member's slices matching
