@@ -65,43 +65,61 @@ func (w *SliceWatch) Stop() { w.stop() }
 // Cluster is the name of the watched cluster.
 func (w *SliceWatch) Cluster() string { return w.cluster }
 
-// Ready returns, by pod name, whether the endpoints of the slices matching
-// selector call the pod ready.
+// Ready returns, by endpoint address, whether the slices matching selector
+// call it ready. Addresses, not pods, identify endpoints: copies of a slice
+// in another cluster may leave out the reference to a pod that is not
+// theirs.
 func (w *SliceWatch) Ready(selector labels.Selector) map[string]bool {
-	var slices []*discoveryv1.EndpointSlice
-	for _, obj := range w.store.List() {
-		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && selector.Matches(labels.Set(s.Labels)) {
-			slices = append(slices, s)
-		}
-	}
-	return ReadyByPod(slices)
+	return ReadyByAddress(w.matching(selector))
+}
+
+// PodAddresses returns, by pod name, the address of the pod's endpoint in
+// the slices matching selector.
+func (w *SliceWatch) PodAddresses(selector labels.Selector) map[string]string {
+	return PodAddresses(w.matching(selector))
 }
 
 // Count returns how many slices match selector.
 func (w *SliceWatch) Count(selector labels.Selector) int {
-	n := 0
-	for _, obj := range w.store.List() {
-		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && selector.Matches(labels.Set(s.Labels)) {
-			n++
-		}
-	}
-	return n
+	return len(w.matching(selector))
 }
 
-// ReadyByPod returns, by the name of the pod an endpoint refers to, whether
-// the endpoint is ready; an endpoint without a Ready condition is, as
-// discovery/v1 says consumers must read it. Endpoints that refer to no pod
-// are left out. A pod named by several slices (a controller moving it
-// between two) is ready if any of them says so.
-func ReadyByPod(slices []*discoveryv1.EndpointSlice) map[string]bool {
+func (w *SliceWatch) matching(selector labels.Selector) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, obj := range w.store.List() {
+		if s, ok := obj.(*discoveryv1.EndpointSlice); ok && selector.Matches(labels.Set(s.Labels)) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ReadyByAddress returns, by address, whether the endpoints of slices call
+// it ready; an endpoint without a Ready condition is, as discovery/v1 says
+// consumers must read it. An address in several slices (a controller moving
+// it between two) is ready if any of them says so.
+func ReadyByAddress(slices []*discoveryv1.EndpointSlice) map[string]bool {
 	out := map[string]bool{}
 	for _, s := range slices {
 		for _, ep := range s.Endpoints {
-			if ep.TargetRef == nil || ep.TargetRef.Kind != "Pod" {
-				continue
-			}
 			ready := ep.Conditions.Ready == nil || *ep.Conditions.Ready
-			out[ep.TargetRef.Name] = out[ep.TargetRef.Name] || ready
+			for _, a := range ep.Addresses {
+				out[a] = out[a] || ready
+			}
+		}
+	}
+	return out
+}
+
+// PodAddresses returns, by the name of the pod an endpoint refers to, the
+// endpoint's first address; endpoints of no pod are left out.
+func PodAddresses(slices []*discoveryv1.EndpointSlice) map[string]string {
+	out := map[string]string{}
+	for _, s := range slices {
+		for _, ep := range s.Endpoints {
+			if ep.TargetRef != nil && ep.TargetRef.Kind == "Pod" && len(ep.Addresses) > 0 {
+				out[ep.TargetRef.Name] = ep.Addresses[0]
+			}
 		}
 	}
 	return out

@@ -12,26 +12,31 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func TestReadyByPod(t *testing.T) {
-	ep := func(pod string, ready *bool) discoveryv1.Endpoint {
-		e := discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
+func TestReadyByAddress(t *testing.T) {
+	ep := func(pod, address string, ready *bool) discoveryv1.Endpoint {
+		e := discoveryv1.Endpoint{Addresses: []string{address}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
 		if pod != "" {
 			e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: pod}
 		}
 		return e
 	}
 	slices := []*discoveryv1.EndpointSlice{
-		{Endpoints: []discoveryv1.Endpoint{ep("a", ptr.To(true)), ep("b", ptr.To(false)), ep("c", nil), ep("", ptr.To(true))}},
-		// A pod moving between slices is ready if either says so.
-		{Endpoints: []discoveryv1.Endpoint{ep("b", ptr.To(true)), ep("d", ptr.To(false))}},
+		{Endpoints: []discoveryv1.Endpoint{ep("a", "10.0.0.1", ptr.To(true)), ep("b", "10.0.0.2", ptr.To(false)), ep("c", "10.0.0.3", nil), ep("", "10.0.0.9", ptr.To(true))}},
+		// An address moving between slices is ready if either says so;
+		// a copy without the pod's reference still counts.
+		{Endpoints: []discoveryv1.Endpoint{ep("", "10.0.0.2", ptr.To(true)), ep("d", "10.0.0.4", ptr.To(false))}},
 	}
-	want := map[string]bool{"a": true, "b": true, "c": true, "d": false}
-	got := ReadyByPod(slices)
+	want := map[string]bool{"10.0.0.1": true, "10.0.0.2": true, "10.0.0.3": true, "10.0.0.4": false, "10.0.0.9": true}
+	got := ReadyByAddress(slices)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ReadyByPod (-want +got):\n%s", diff)
+		t.Errorf("ReadyByAddress (-want +got):\n%s", diff)
 	}
-	if n := CountReady(got); n != 3 {
-		t.Errorf("CountReady = %d, want 3", n)
+	if n := CountReady(got); n != 4 {
+		t.Errorf("CountReady = %d, want 4", n)
+	}
+	wantPods := map[string]string{"a": "10.0.0.1", "b": "10.0.0.2", "c": "10.0.0.3", "d": "10.0.0.4"}
+	if diff := cmp.Diff(wantPods, PodAddresses(slices)); diff != "" {
+		t.Errorf("PodAddresses (-want +got):\n%s", diff)
 	}
 }
 

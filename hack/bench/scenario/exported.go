@@ -137,6 +137,9 @@ type exportRun struct {
 	// broker's, imported the members' MCS slices and derived those of
 	// the derived Service.
 	native, broker, imported, derived labels.Selector
+	// addresses are the endpoint addresses of the pods, by name, which
+	// identify them in every cluster's slices.
+	addresses map[string]string
 }
 
 // watchExport starts watching the EndpointSlices of every cluster for the
@@ -191,7 +194,13 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 		return err
 	}
 	pods := pickPods(e.members, e.t.opts.ExportedFlips)
-	hostNative := stage{"host", func(pod string) bool { return !e.host.Ready(e.native)[pod] }}
+	e.addresses = e.host.PodAddresses(e.native)
+	for _, pod := range pods {
+		if e.addresses[pod] == "" {
+			return fmt.Errorf("pod %s has no endpoint in the host", pod)
+		}
+	}
+	hostNative := stage{"host", e.unready(e.host, e.native)}
 
 	// The baseline: what the host's own EndpointSlice controller writes.
 	if err := e.quietWrites(ctx, "exported_native", s); err != nil {
@@ -206,7 +215,7 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 	if err != nil {
 		return fmt.Errorf("native: %w", err)
 	}
-	if _, err := e.changes(ctx, pods, true, stage{"host", func(pod string) bool { return e.host.Ready(e.native)[pod] }}); err != nil {
+	if _, err := e.changes(ctx, pods, true, stage{"host", func(pod string) bool { return e.host.Ready(e.native)[e.addresses[pod]] }}); err != nil {
 		return fmt.Errorf("make the pods Ready again: %w", err)
 	}
 
@@ -250,7 +259,7 @@ func (e *exportRun) measure(ctx context.Context, s measure.Sample) error {
 	exportedWrites, err := e.counted(ctx, func() error {
 		var err error
 		exportedTimes, err = e.changes(ctx, pods, false, hostNative,
-			stage{"host broker", func(pod string) bool { return !e.host.Ready(e.broker)[pod] }},
+			stage{"host broker", e.unready(e.host, e.broker)},
 			stage{"every member's MCS slices", e.everyMember(e.imported)},
 			stage{"every member's derived slices", e.everyMember(e.derived)},
 		)
@@ -303,12 +312,18 @@ func (e *exportRun) quietWrites(ctx context.Context, what string, s measure.Samp
 	return measure.QuiesceWrites(ctx, e.t.World.Clusters(), e.t.QuietExtra, e.t.opts.PhaseTimeout, what, s)
 }
 
+// unready returns a stage reached when w's slices matching selector call
+// the pod not ready.
+func (e *exportRun) unready(w *measure.SliceWatch, selector labels.Selector) func(string) bool {
+	return func(pod string) bool { return !w.Ready(selector)[e.addresses[pod]] }
+}
+
 // everyMember returns a stage reached when every member's slices matching
 // selector call the pod not ready.
 func (e *exportRun) everyMember(selector labels.Selector) func(string) bool {
 	return func(pod string) bool {
 		for _, w := range e.slices {
-			if w.Ready(selector)[pod] {
+			if w.Ready(selector)[e.addresses[pod]] {
 				return false
 			}
 		}
