@@ -103,6 +103,8 @@ var tableRows = []row{
 	{"exported: EndpointSlice writes per change, host, exported", measure.ExportedPrefix + "host_writes_per_change", "%.2f", false},
 	{"exported: of which the broker's (host, exported - baseline)", measure.ExportedPrefix + "broker_writes_per_change", "%.2f", false},
 	{"exported: EndpointSlice writes per change, all members, exported", measure.ExportedPrefix + "member_writes_per_change", "%.2f", false},
+	{"exported: EndpointSlice writes per change, all members, not exported", measure.ExportedPrefix + "native_member_writes_per_change", "%.2f", false},
+	{"exported: of the members', the export's (exported - not exported)", measure.ExportedPrefix + "member_export_writes_per_change", "%.2f", false},
 	{"exported: EndpointSlice writes per change, all clusters, exported", measure.ExportedPrefix + "total_writes_per_change", "%.2f", false},
 	{"exported: writes per change, exported / baseline", measure.ExportedPrefix + "writes_over_native", "%.2f", false},
 	{"exported: change → host slices, not exported, p50 (s)", measure.ExportedPrefix + "native_host_p50_s", "%.3f", false},

@@ -543,7 +543,9 @@ type exportReading struct {
 
 // add records the writes per change: the host's before the export (the
 // baseline a single cluster pays), every cluster's after it, what the
-// broker added in the host, and flotilla's total over the baseline.
+// export added in the host (the broker) and in the members (flotilla-node's
+// copies; a member's own controller also writes for the Service
+// flotilla-node mirrors there), and flotilla's total over the baseline.
 func (r exportReading) add(s measure.Sample) {
 	p := measure.ExportedPrefix
 	per := func(v float64) float64 { return v / float64(r.changes) }
@@ -561,6 +563,7 @@ func (r exportReading) add(s measure.Sample) {
 	s[p+"host_writes_per_change"] = per(r.exported[r.host])
 	s[p+"broker_writes_per_change"] = per(r.exported[r.host] - r.native[r.host])
 	s[p+"member_writes_per_change"] = per(exportedMembers)
+	s[p+"member_export_writes_per_change"] = per(exportedMembers - nativeMembers)
 	s[p+"total_writes_per_change"] = total
 	s[p+"writes_over_native"] = total / native // NaN or Inf without a baseline, which Clean drops
 }

@@ -34,7 +34,7 @@ func TestRoundRobin(t *testing.T) {
 func TestExportReading(t *testing.T) {
 	r := exportReading{
 		host: "host", members: []string{"m1", "m2"}, changes: 20,
-		native:   map[string]float64{"host": 20, "m1": 0, "m2": 0},
+		native:   map[string]float64{"host": 20, "m1": 10, "m2": 10},
 		exported: map[string]float64{"host": 40, "m1": 40, "m2": 60},
 	}
 	s := measure.Sample{}
@@ -43,10 +43,11 @@ func TestExportReading(t *testing.T) {
 	want := measure.Sample{
 		p + "changes":                         20,
 		p + "native_host_writes_per_change":   1,
-		p + "native_member_writes_per_change": 0,
+		p + "native_member_writes_per_change": 1,
 		p + "host_writes_per_change":          2,
 		p + "broker_writes_per_change":        1,
 		p + "member_writes_per_change":        5,
+		p + "member_export_writes_per_change": 4,
 		p + "member.m1.writes_per_change":     2,
 		p + "member.m2.writes_per_change":     3,
 		p + "total_writes_per_change":         7,
