@@ -208,6 +208,20 @@ func (c RequestCounts) ByClass() map[RequestClass]float64 {
 	return out
 }
 
+// Writes sums the write requests (ClassWrite) of one resource, its
+// subresources left out: "endpointslices" counts every create, update,
+// patch and delete of EndpointSlices.
+func (c RequestCounts) Writes(resource string) float64 {
+	var n float64
+	for k, v := range c {
+		verb, res, _ := strings.Cut(k, " ")
+		if res == resource && ClassOf(verb) == ClassWrite {
+			n += v
+		}
+	}
+	return n
+}
+
 // nodeRequestMetric is flotilla-node's count of its own API requests.
 const nodeRequestMetric = "flotilla_node_api_requests_total"
 

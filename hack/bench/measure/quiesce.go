@@ -52,10 +52,33 @@ func Quiesce(ctx context.Context, clusters []*testworld.Cluster, extraWrites map
 	return nil
 }
 
+// QuiesceWrites waits, at most timeout, until no apiserver takes more
+// writes than its heartbeats make (as Quiesce), whatever pods run: a
+// scenario waits so with its own pods before it counts single changes. What
+// it took is recorded as quiesce.<what>_s.
+func QuiesceWrites(ctx context.Context, clusters []*testworld.Cluster, extraWrites map[string]float64, timeout time.Duration, what string, s Sample) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		b, err := loudWrites(ctx, clusters, extraWrites)
+		if err != nil {
+			return false, err
+		}
+		last = b
+		return b == "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("the apiservers' writes did not quiet down before %s (last: %s): %w", what, last, err)
+	}
+	s["quiesce."+what+"_s"] = Seconds(time.Since(start))
+	return nil
+}
+
 // busy says what keeps the clusters from being quiet, or "" when they are.
 func busy(ctx context.Context, clusters []*testworld.Cluster, extraWrites map[string]float64) (string, error) {
-	before := make([]float64, len(clusters))
-	for i, c := range clusters {
+	for _, c := range clusters {
 		pods, err := c.Client().CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: "app", ResourceVersion: "0"})
 		if err != nil {
 			return "", fmt.Errorf("list pods in %s: %w", c.Name, err)
@@ -63,6 +86,15 @@ func busy(ctx context.Context, clusters []*testworld.Cluster, extraWrites map[st
 		if n := len(pods.Items); n > 0 {
 			return fmt.Sprintf("%d pods in %s", n, c.Name), nil
 		}
+	}
+	return loudWrites(ctx, clusters, extraWrites)
+}
+
+// loudWrites names the apiservers that take more writes than their
+// heartbeats make over quietWindow, "" when none does.
+func loudWrites(ctx context.Context, clusters []*testworld.Cluster, extraWrites map[string]float64) (string, error) {
+	before := make([]float64, len(clusters))
+	for i, c := range clusters {
 		counts, err := ScrapeRequests(ctx, c.Client())
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", c.Name, err)

@@ -15,12 +15,13 @@ type Sample map[string]float64
 
 // Prefixes of the metrics of the scenarios that keep theirs apart from the
 // burst's: growth.<pods>.<metric>, footprint10k.<burst metric>,
-// hostsecrets.<metric> and memberpods.<metric>.
+// hostsecrets.<metric>, memberpods.<metric> and exported.<metric>.
 const (
 	GrowthPrefix       = "growth."
 	Footprint10kPrefix = "footprint10k."
 	HostSecretsPrefix  = "hostsecrets."
 	MemberPodsPrefix   = "memberpods."
+	ExportedPrefix     = "exported."
 )
 
 // Median returns the median of vs, or NaN when there are none.

@@ -31,6 +31,8 @@ type Options struct {
 	FootprintPods   int
 	HostSecrets     int
 	MemberPods      int
+	ExportedPods    int
+	ExportedFlips   int
 	HostSecretKiB   int
 	GrowthPods      string
 	IdleWindow      time.Duration
@@ -55,10 +57,12 @@ type Options struct {
 func (o *Options) Validate() error {
 	switch {
 	case o.Replicas < 1 || o.Runs < 1 || o.Members < 1 || o.NodesPerCluster < 1 || o.ProbePods < 1 ||
-		o.NoisePods < 1 || o.FootprintPods < 1 || o.HostSecrets < 1 || o.MemberPods < 1 || o.ScalePartitions < 1 || o.ScalePods < 1 || o.MembersCount < 1:
-		return errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --host-secrets, --member-pods, --scale-partitions, --scale-pods and --members-count must be at least 1")
+		o.NoisePods < 1 || o.FootprintPods < 1 || o.HostSecrets < 1 || o.MemberPods < 1 || o.ExportedPods < 1 || o.ScalePartitions < 1 || o.ScalePods < 1 || o.MembersCount < 1:
+		return errors.New("--replicas, --runs, --members, --nodes-per-cluster, --probe-pods, --noise-pods, --footprint-pods, --host-secrets, --member-pods, --exported-pods, --scale-partitions, --scale-pods and --members-count must be at least 1")
 	case o.HostSecretKiB < 1 || o.HostSecretKiB > 1024:
 		return errors.New("--host-secret-kib must be from 1 to 1024 (a Secret holds at most 1 MiB)")
+	case o.ExportedFlips < 1 || o.ExportedFlips > o.ExportedPods:
+		return errors.New("--exported-flips must be from 1 to --exported-pods")
 	case o.MembersIdle < time.Second:
 		return errors.New("--members-idle must be at least 1s")
 	case o.SteadyRate <= 0 || o.SteadyRate > 1000 || steadyPods(o) < 1:
@@ -101,6 +105,7 @@ func Defaults() Options {
 		SteadyRate: 20, SteadyDuration: time.Minute,
 		NoisePods: 1000, FootprintPods: 10000,
 		HostSecrets: 100, HostSecretKiB: 256, MemberPods: 2000,
+		ExportedPods: 1000, ExportedFlips: 20,
 		GrowthPods: "1000,5000,10000",
 		IdleWindow: 15 * time.Second, Settle: 10 * time.Second,
 		PhaseTimeout: 10 * time.Minute, Timeout: time.Hour,

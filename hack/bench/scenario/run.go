@@ -151,6 +151,7 @@ func (o *Options) recorded(own ownWorlds) map[string]string {
 		"probeInterval": o.ProbeInterval.String(), "probeSettle": o.ProbeSettle.String(), "idleWindow": o.IdleWindow.String(), "settle": o.Settle.String(),
 		"steadyRate": fmt.Sprint(o.SteadyRate), "steadyDuration": o.SteadyDuration.String(),
 		"noisePods": strconv.Itoa(o.NoisePods), "footprintPods": strconv.Itoa(o.FootprintPods),
+		"exportedPods": strconv.Itoa(o.ExportedPods), "exportedFlips": strconv.Itoa(o.ExportedFlips),
 	}
 	if own.scale {
 		r["scalePartitions"] = strconv.Itoa(o.ScalePartitions)

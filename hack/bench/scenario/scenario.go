@@ -33,7 +33,7 @@ type scenario interface {
 // allScenarios is every per-mode scenario. The footprint (measure.Meter) is
 // measured during the burst; footprint10k is the footprint with many more
 // pods, and growth the footprint at several sizes: both take many minutes.
-var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}, growth{}, hostSecrets{}, memberPods{}}
+var allScenarios = []scenario{burst{}, propagation{}, steady{}, noise{}, footprint10k{}, growth{}, hostSecrets{}, memberPods{}, exported{}}
 
 // DefaultScenarios are the scenarios an invocation runs unless told
 // otherwise: all but footprint10k, growth, scale and members, which take
