@@ -249,7 +249,8 @@ func TestGlobalServiceCarriesTheOtherClusters(t *testing.T) {
 	w := newMCSWorld(t)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "web",
 		Annotations: map[string]string{wellknown.GlobalAnnotation: "true"}},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}},
+			TrafficDistribution: ptr.To(corev1.ServiceTrafficDistributionPreferSameZone)}}
 	_, err := w.host.CoreV1().Services(testNamespace).Create(w.ctx, svc, metav1.CreateOptions{})
 	must(t, err)
 	for _, s := range []*discoveryv1.EndpointSlice{
@@ -265,6 +266,15 @@ func TestGlobalServiceCarriesTheOtherClusters(t *testing.T) {
 		got := w.memberSlicesOf(discoveryv1.LabelServiceName, "web")
 		return err == nil && slices.Equal(readyIn(got), []string{"10.2.0.1", "10.2.0.2"})
 	})
+	// Preferring the member's own zone: the other cluster's endpoints
+	// are hinted with a zone no member node is in.
+	for _, s := range w.memberSlicesOf(discoveryv1.LabelServiceName, "web") {
+		for _, ep := range s.Endpoints {
+			if ep.Hints == nil || len(ep.Hints.ForZones) != 1 || ep.Hints.ForZones[0].Name != remoteZone("other") {
+				t.Errorf("endpoint %v of another cluster has hints %+v", ep.Addresses, ep.Hints)
+			}
+		}
+	}
 	// No longer global: the other clusters' endpoints go.
 	cur, err := w.host.CoreV1().Services(testNamespace).Get(w.ctx, "web", metav1.GetOptions{})
 	must(t, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -171,12 +173,18 @@ func (m *ServiceImports) sync(ctx context.Context, key string) error {
 		if derived != "" {
 			n := mcs.SliceName(name, src, "derived/"+hs.Name)
 			want[n] = copiedSlice(hs, n, t.Namespace, m.serviceSliceLabels(derived, src), annotations)
+			if hostSI.Spec.TrafficDistribution != nil {
+				m.preferLocal(want[n], hs, src)
+			}
 		}
 		// A global Service's mirror has this cluster's endpoints from the
 		// member's own EndpointSlice controller.
 		if global && src != m.env.cfg.NodeName {
 			n := mcs.SliceName(name, src, "global/"+hs.Name)
 			want[n] = copiedSlice(hs, n, t.Namespace, m.serviceSliceLabels(name, src), annotations)
+			if svc.Spec.TrafficDistribution != nil {
+				m.preferLocal(want[n], hs, src)
+			}
 		}
 	}
 	ips, err := m.syncDerived(ctx, hostSI, derived, ns, name, annotations)
@@ -195,6 +203,36 @@ func (m *ServiceImports) hostsUsersNamespace(namespace string) bool {
 	n, err := m.ns.hostNS.Get(namespace)
 	return err == nil && n.DeletionTimestamp == nil && n.Status.Phase != corev1.NamespaceTerminating &&
 		n.Annotations[wellknown.ExportedFromAnnotation] == ""
+}
+
+// preferLocal gives copy, of src's endpoints in host slice hs, the zone
+// hints that let a member's proxy honour a Service's trafficDistribution
+// across clusters: this cluster's endpoints are hinted with their zone (the
+// member's own controller hints its native ones alike), another cluster's
+// with a zone no node of the member is in. kube-proxy then serves from the
+// node's zone while it has a ready endpoint there, and from every cluster
+// once it has none; an endpoint without a hint makes it ignore hints.
+func (m *ServiceImports) preferLocal(dst, hs *discoveryv1.EndpointSlice, src string) {
+	for i := range dst.Endpoints {
+		zone := remoteZone(src)
+		if src == m.env.cfg.NodeName {
+			if hs.Endpoints[i].Zone == nil {
+				continue
+			}
+			zone = *hs.Endpoints[i].Zone
+		}
+		dst.Endpoints[i].Hints = &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: zone}}}
+	}
+}
+
+// remoteZone is the zone hint of another cluster's endpoints: no node of a
+// member is in it. A hint is a label value, of 63 characters at most.
+func remoteZone(cluster string) string {
+	z := "flotilla-remote-" + cluster
+	if len(z) > validation.LabelValueMaxLength {
+		z = strings.TrimRight(z[:validation.LabelValueMaxLength], "-_.")
+	}
+	return z
 }
 
 // usable reports whether the member namespace exists and is not being

@@ -594,6 +594,18 @@ func TestGlobalService(t *testing.T) {
 			if got := readyAddresses(list.Items); !slices.Equal(got, all) {
 				return false, fmt.Sprintf("%s: endpoints of api %v, want %v", m, got, all), nil
 			}
+			// PreferClose: beijing's endpoints, copied into another member,
+			// are hinted away from that member's own zones.
+			for _, s := range list.Items {
+				if s.Labels[discoveryv1.LabelManagedBy] != wellknown.RelayManagedBy {
+					continue
+				}
+				for _, ep := range s.Endpoints {
+					if ep.Hints == nil || len(ep.Hints.ForZones) != 1 || !strings.HasPrefix(ep.Hints.ForZones[0].Name, "flotilla-remote-") {
+						return false, fmt.Sprintf("%s: copied endpoint %v hints %+v", m, ep.Addresses, ep.Hints), nil
+					}
+				}
+			}
 		}
 		return true, "", nil
 	})
