@@ -4,9 +4,11 @@
 package mirror
 
 import (
+	"context"
 	"maps"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -121,4 +123,15 @@ func hostKeyOf(obj any) (string, bool) {
 	a := m.GetAnnotations()
 	ns, name := a[wellknown.HostNamespaceAnnotation], a[wellknown.HostNameAnnotation]
 	return ns + "/" + name, ns != "" && name != ""
+}
+
+// deleteOwn deletes the object named name that the caller found as obj,
+// only if it is still that object (its UID); one gone already, or replaced
+// meanwhile, is no error.
+func deleteOwn(ctx context.Context, del func(context.Context, string, metav1.DeleteOptions) error, obj metav1.Object) error {
+	err := del(ctx, obj.GetName(), metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(obj.GetUID()))})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }

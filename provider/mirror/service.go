@@ -137,11 +137,7 @@ func (m *Services) sync(ctx context.Context, key string) error {
 		if cur == nil || cur.DeletionTimestamp != nil {
 			return nil
 		}
-		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		return err
+		return deleteOwn(ctx, client.Delete, cur)
 	}
 	src, err := overridden(m.env, hostSvc, "Service")
 	if err != nil {

@@ -228,39 +228,16 @@ func (m *ServiceExports) relayed(export *mcsv1beta1.ServiceExport, svc *corev1.S
 // want, written as the virtual node.
 func (m *ServiceExports) relay(ctx context.Context, namespace, name string, want map[string]*discoveryv1.EndpointSlice) error {
 	node := m.env.cfg.NodeName
-	client := m.env.cfg.HostClient.DiscoveryV1().EndpointSlices(namespace)
 	sel := selectorOf(map[string]string{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: node,
 		discoveryv1.LabelManagedBy: wellknown.RelayManagedBy})
-	for _, cur := range slicesIn(m.hostSlices, namespace, sel) {
-		if !m.env.ours(cur) {
-			continue
-		}
-		w, keep := want[cur.Name]
-		delete(want, cur.Name)
-		switch {
-		case keep && sameSlice(cur, w):
-			continue
-		case keep && cur.AddressType == w.AddressType:
-			upd := cur.DeepCopy()
-			upd.Labels, upd.Annotations, upd.Ports, upd.Endpoints = w.Labels, w.Annotations, w.Ports, w.Endpoints
-			if _, err := client.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("relay EndpointSlice %s/%s of cluster %s: %w", namespace, cur.Name, node, err)
-			}
-			continue
-		case keep:
-			want[cur.Name] = w
-		}
-		err := client.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return err
+	var cur []*discoveryv1.EndpointSlice
+	for _, s := range slicesIn(m.hostSlices, namespace, sel) {
+		if m.env.ours(s) {
+			cur = append(cur, s)
 		}
 	}
-	for _, w := range want {
-		if _, err := client.Create(ctx, w, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("relay EndpointSlice %s/%s of cluster %s: %w", namespace, w.Name, node, err)
-		}
-	}
-	return nil
+	return applySlices(ctx, m.env.cfg.HostClient.DiscoveryV1().EndpointSlices(namespace), cur, want,
+		fmt.Sprintf("relayed from cluster %s", node))
 }
 
 // writeConditions writes the export's conditions when they changed,

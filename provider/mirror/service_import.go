@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
+	discoveryv1client "k8s.io/client-go/kubernetes/typed/discovery/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -262,12 +263,7 @@ func (m *ServiceImports) syncDerived(ctx context.Context, hostSI *mcsv1beta1.Ser
 		if err != nil || !m.env.ours(cur) || cur.DeletionTimestamp != nil {
 			return nil, nil
 		}
-		err = m.env.cfg.MemberClient.CoreV1().Services(ns).Delete(ctx, derived,
-			metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			err = nil
-		}
-		return nil, err
+		return nil, deleteOwn(ctx, m.env.cfg.MemberClient.CoreV1().Services(ns).Delete, cur)
 	}
 	want := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: derived, Namespace: ns,
@@ -335,11 +331,7 @@ func (m *ServiceImports) syncImport(ctx context.Context, hostSI *mcsv1beta1.Serv
 		if cur == nil || cur.DeletionTimestamp != nil {
 			return nil
 		}
-		err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		return err
+		return deleteOwn(ctx, client.Delete, cur)
 	}
 	a := maps.Clone(hostSI.Annotations)
 	delete(a, wellknown.ImportConflictsAnnotation)
@@ -378,34 +370,45 @@ func (m *ServiceImports) syncImport(ctx context.Context, hostSI *mcsv1beta1.Serv
 // syncSlices makes flotilla's copies of key's slices in namespace exactly
 // want.
 func (m *ServiceImports) syncSlices(ctx context.Context, key, namespace string, want map[string]*discoveryv1.EndpointSlice) error {
-	client := m.env.cfg.MemberClient.DiscoveryV1().EndpointSlices(namespace)
-	for _, cur := range slicesIn(m.memberSlices, namespace, m.env.ownSelector()) {
-		if k, ok := hostKeyOf(cur); !ok || k != key {
-			continue
+	var cur []*discoveryv1.EndpointSlice
+	for _, s := range slicesIn(m.memberSlices, namespace, m.env.ownSelector()) {
+		if k, ok := hostKeyOf(s); ok && k == key {
+			cur = append(cur, s)
 		}
-		w, keep := want[cur.Name]
-		delete(want, cur.Name)
+	}
+	where := fmt.Sprintf("in cluster %s", m.env.cfg.NodeName)
+	return applySlices(ctx, m.env.cfg.MemberClient.DiscoveryV1().EndpointSlices(namespace), cur, want, where)
+}
+
+// applySlices makes the slices cur (flotilla's, of one Service) exactly
+// want: unchanged ones are left alone, changed ones updated (recreated when
+// their address type, which is immutable, changed), others deleted and
+// missing ones created. where says where, in errors.
+func applySlices(ctx context.Context, client discoveryv1client.EndpointSliceInterface, cur []*discoveryv1.EndpointSlice, want map[string]*discoveryv1.EndpointSlice, where string) error {
+	want = maps.Clone(want)
+	for _, c := range cur {
+		w, keep := want[c.Name]
+		delete(want, c.Name)
 		switch {
-		case keep && sameSlice(cur, w):
+		case keep && sameSlice(c, w):
 			continue
-		case keep && cur.AddressType == w.AddressType:
-			upd := cur.DeepCopy()
+		case keep && c.AddressType == w.AddressType:
+			upd := c.DeepCopy()
 			upd.Labels, upd.Annotations, upd.Ports, upd.Endpoints = w.Labels, w.Annotations, w.Ports, w.Endpoints
 			if _, err := client.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
-				return fmt.Errorf("update EndpointSlice %s/%s in cluster %s: %w", namespace, cur.Name, m.env.cfg.NodeName, err)
+				return fmt.Errorf("update EndpointSlice %s/%s %s: %w", c.Namespace, c.Name, where, err)
 			}
 			continue
-		case keep: // the address type is immutable
-			want[cur.Name] = w
+		case keep:
+			want[c.Name] = w
 		}
-		err := client.Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(cur.UID))})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return err
+		if err := deleteOwn(ctx, client.Delete, c); err != nil {
+			return fmt.Errorf("delete EndpointSlice %s/%s %s: %w", c.Namespace, c.Name, where, err)
 		}
 	}
 	for _, w := range want {
 		if _, err := client.Create(ctx, w, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create EndpointSlice %s/%s in cluster %s: %w", namespace, w.Name, m.env.cfg.NodeName, err)
+			return fmt.Errorf("create EndpointSlice %s/%s %s: %w", w.Namespace, w.Name, where, err)
 		}
 	}
 	return nil
