@@ -497,27 +497,36 @@ func ExplainWorkload(ctx context.Context, c kubernetes.Interface, ns, kind, name
 	return xs, nil
 }
 
+// printStructured writes v under key as json or yaml when format asks for
+// one, and reports whether it did; "" is the text for people, left to the
+// caller.
+func printStructured(w io.Writer, key string, v any, format string) (bool, error) {
+	switch format {
+	case "json":
+		b, err := json.MarshalIndent(map[string]any{key: v}, "", "  ")
+		if err != nil {
+			return true, err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return true, err
+	case "yaml":
+		b, err := yaml.Marshal(map[string]any{key: v})
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(b)
+		return true, err
+	case "":
+		return false, nil
+	}
+	return true, fmt.Errorf("--output %q: want json or yaml", format)
+}
+
 // printExplanations writes one explanation in full; several (a
 // workload's) grouped by verdict, the first of each group in full.
 func printExplanations(w io.Writer, xs []*Explanation, format string, now time.Time) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(map[string]any{"pods": xs}, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := printStructured(w, "pods", xs, format); done || err != nil {
 		return err
-	case "yaml":
-		b, err := yaml.Marshal(map[string]any{"pods": xs})
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "":
-	default:
-		return fmt.Errorf("--output %q: want json or yaml", format)
 	}
 	if len(xs) == 1 {
 		return printExplanation(w, xs[0], now)

@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
-	"sigs.k8s.io/yaml"
 
 	"flotilla.io/flotilla/internal/wellknown"
 	"flotilla.io/flotilla/mcs"
@@ -542,24 +541,8 @@ func sortedKeys[V any](m map[string]V) []string {
 // printServiceExplanation writes x in format: the text for people, json
 // or yaml.
 func printServiceExplanation(w io.Writer, x *ServiceExplanation, format string) error {
-	switch format {
-	case "json":
-		b, err := json.MarshalIndent(map[string]any{"service": x}, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := printStructured(w, "service", x, format); done || err != nil {
 		return err
-	case "yaml":
-		b, err := yaml.Marshal(map[string]any{"service": x})
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
-	case "":
-	default:
-		return fmt.Errorf("--output %q: want json or yaml", format)
 	}
 	key := x.Namespace + "/" + x.Name
 	fmt.Fprintf(w, "service %s: %s\n\n", key, x.Verdict)
