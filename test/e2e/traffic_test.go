@@ -89,15 +89,20 @@ func TestGlobalServiceCarriesTraffic(t *testing.T) {
 	if _, err := hc.CoreV1().Services(ns).Patch(t.Context(), "echo", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	began = time.Now()
+	var failure error
 	eventually(t, 2*time.Minute, "beijing's mirror of echo is gone and the request fails", func(ctx context.Context) (bool, string, error) {
 		if _, err := bj.CoreV1().Services(ns).Get(ctx, "echo", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("mirror still there (%v)", err), nil
 		}
-		if body, err := get(ctx, dp, url); err == nil {
+		body, err := get(ctx, dp, url)
+		if err == nil {
 			return false, fmt.Sprintf("request still answered %q", body), nil
 		}
+		failure = err
 		return true, "", nil
 	})
+	t.Logf("without %s the same GET fails after %s: %v", wellknown.GlobalAnnotation, time.Since(began).Round(time.Millisecond), failure)
 }
 
 // echoReplica waits for echo's one replica to run in hangzhou and returns

@@ -146,6 +146,9 @@ func (d *Dataplane) start(ctx context.Context, w *World, c *Cluster, kubeProxy s
 		"--healthz-bind-address="+kubeProxyHealthz,
 		"--metrics-bind-address=127.0.0.1:10249",
 		"--v=2",
+		// A test stops kube-proxy seconds after its last sync; its log
+		// should still show it.
+		"--log-flush-frequency=1s",
 	)
 	if d.proxy, err = w.StartProcess(c.Name+"-kube-proxy-"+safeFileName(d.Node), args[0], args[1:]...); err != nil {
 		return err
