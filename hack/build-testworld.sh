@@ -7,7 +7,9 @@
 # directory of each component on stdout as NAME=DIR lines, the Kubernetes
 # version as KUBERNETES_VERSION=V, kwok's stage directory as KWOK_STAGES=DIR
 # and Kueue's module directory (whose CRDs a world applies) as
-# KUEUE_MODULE=DIR.
+# KUEUE_MODULE=DIR. kube-proxy of KUBERNETES_VERSION, which only the
+# data-plane tests run, is built when FLOTILLA_KUBE_PROXY=1 or already there
+# (KUBE_PROXY_BIN=DIR).
 #
 # Usage: build-testworld.sh [--all-versions]
 #   KUBERNETES_VERSION picks the Kubernetes version (default: the newest of
@@ -151,6 +153,57 @@ GO
   echo "$out/bin"
 }
 
+# build_kube_proxy compiles kube-proxy of one version the way
+# build_kubernetes compiles the control plane, into a directory of its own:
+# only the data-plane tests run it, and adding it to the control plane's
+# directory would rebuild every cached version.
+build_kube_proxy() {
+  local KUBERNETES_VERSION="$1"
+  local out="$CACHE/kube-proxy-$KUBERNETES_VERSION"
+  if [[ -x "$out/bin/kube-proxy" ]]; then echo "KUBE_PROXY_BIN=$out/bin"; return; fi
+  announce
+  log "building kube-proxy $KUBERNETES_VERSION"
+  local work; work="$(mktemp -d)"
+  trap 'rm -rf "$work"' RETURN
+  local gomod
+  gomod="$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
+  local staging="v0${KUBERNETES_VERSION#v1}"
+  {
+    echo "module flotilla.local/testworld-kube-proxy"
+    echo
+    echo "go 1.25"
+    echo
+    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
+    echo
+    awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&$2=="=>"{print $1}' "$gomod" |
+      while read -r m; do echo "replace $m => $m $staging"; done
+  } >"$work/go.mod"
+  mkdir -p "$work/kube-proxy"
+  cat >"$work/kube-proxy/main.go" <<'GO'
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-proxy/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewProxyCommand())) }
+GO
+  local minor="${KUBERNETES_VERSION#v1.}"; minor="${minor%%.*}"
+  local tmp; mkdir -p "$out"; tmp="$(mktemp -d "$out/bin.XXXXXX")"
+  (cd "$work" && go mod tidy >&2 &&
+    go build -trimpath -o "$tmp/" \
+      -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+      ./kube-proxy) || { rm -rf "$tmp"; return 1; }
+  rm -rf "$out/bin" && mv "$tmp" "$out/bin"
+  echo "KUBE_PROXY_BIN=$out/bin"
+}
+
 build_etcd() {
   local out="$CACHE/etcd-$ETCD_VERSION"
   if [[ -x "$out/bin/etcd" ]]; then echo "ETCD_BIN=$out/bin"; return; fi
@@ -292,6 +345,9 @@ if ((all_versions)); then
   for v in $KUBERNETES_VERSIONS; do
     [[ "$v" == "$KUBERNETES_VERSION" ]] || build_kubernetes "$v" >/dev/null
   done
+fi
+if [[ "${FLOTILLA_KUBE_PROXY:-}" == 1 || -x "$CACHE/kube-proxy-$KUBERNETES_VERSION/bin/kube-proxy" ]]; then
+  build_kube_proxy "$KUBERNETES_VERSION"
 fi
 kubernetes_bin="$(build_kubernetes "$KUBERNETES_VERSION")"
 echo "KUBERNETES_VERSION=$KUBERNETES_VERSION"

@@ -55,6 +55,12 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "e2e:", err)
 			os.Exit(1)
 		}
+		// The data-plane test runs beijing's kube-proxy; inside the world's
+		// network namespace there is no module proxy to build it from.
+		if _, err := testworld.KubeProxyOf(context.Background(), topology["beijing"].version); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
 	}
 	os.Exit(testworld.RunInNetns(func() int { return run(m) }))
 }

@@ -72,34 +72,17 @@ func Binaries(ctx context.Context) (Bin, error) { return BinariesOf(ctx, "") }
 // v1.34.4; empty for the default). Any version the module proxy serves
 // builds; the first build of a version takes about 7 minutes.
 func BinariesOf(ctx context.Context, version string) (Bin, error) {
-	root, err := RepoRoot()
+	var env []string
+	if version != "" {
+		env = append(env, "KUBERNETES_VERSION="+version)
+	}
+	dirs, stdout, err := runBuildScript(ctx, env...)
 	if err != nil {
 		return Bin{}, err
 	}
-	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: 8 << 10}
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
-	cmd.Dir = root
-	if version != "" {
-		cmd.Env = append(os.Environ(), "KUBERNETES_VERSION="+version)
-	}
-	cmd.Stdout = &stdout
-	// The script is silent when everything is cached; when it builds, its
-	// progress is worth seeing live.
-	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
-	if err := cmd.Run(); err != nil {
-		return Bin{}, fmt.Errorf("run %s: %w; its last output:\n%s", buildScript, err, stderr.String())
-	}
-	dirs := map[string]string{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		if name, dir, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
-			dirs[name] = dir
-		}
-	}
 	for _, name := range []string{"KUBERNETES_VERSION", "KUBERNETES_BIN", "ETCD_BIN", "KWOK_BIN", "KWOK_STAGES", "METRICS_SERVER_BIN", "KONNECTIVITY_BIN"} {
 		if dirs[name] == "" {
-			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout.String())
+			return Bin{}, fmt.Errorf("%s printed no %s= line; its output:\n%s", buildScript, name, stdout)
 		}
 	}
 	b := Bin{
@@ -124,6 +107,60 @@ func BinariesOf(ctx context.Context, version string) (Bin, error) {
 		return Bin{}, err
 	}
 	return b, nil
+}
+
+// KubeProxyOf builds (or finds) kube-proxy of version and returns its
+// path. Only the data-plane tests run it (see StartDataplane), so Binaries
+// leaves it out; a first build takes about a minute once the control plane
+// of that version is built, and needs the module proxy: call it before
+// RunInNetns.
+func KubeProxyOf(ctx context.Context, version string) (string, error) {
+	dirs, stdout, err := runBuildScript(ctx, "KUBERNETES_VERSION="+version, "FLOTILLA_KUBE_PROXY=1")
+	if err != nil {
+		return "", err
+	}
+	if dirs["KUBE_PROXY_BIN"] == "" {
+		return "", fmt.Errorf("%s printed no KUBE_PROXY_BIN= line; its output:\n%s", buildScript, stdout)
+	}
+	path := filepath.Join(dirs["KUBE_PROXY_BIN"], "kube-proxy")
+	if fi, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("test world binary: %w", err)
+	} else if fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("test world binary %s is not an executable file", path)
+	}
+	return path, nil
+}
+
+// runBuildScript runs hack/build-testworld.sh from the repository root with
+// env added to this process's environment, and returns the NAME=DIR lines
+// it printed as a map, and its whole output for errors.
+func runBuildScript(ctx context.Context, env ...string) (map[string]string, string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, "", err
+	}
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
+	cmd.Dir = root
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.Stdout = &stdout
+	// The script is silent when everything is cached; when it builds, its
+	// progress is worth seeing live.
+	cmd.Stderr = io.MultiWriter(os.Stderr, stderr)
+	if err := cmd.Run(); err != nil {
+		return nil, "", fmt.Errorf("run %s: %w; its last output:\n%s", buildScript, err, stderr.String())
+	}
+	dirs := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(stdout.Bytes()))
+	for sc.Scan() {
+		if name, dir, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			dirs[name] = dir
+		}
+	}
+	return dirs, stdout.String(), nil
 }
 
 // BinariesOfAll builds (or finds) the binaries of every version of

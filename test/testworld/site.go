@@ -152,6 +152,16 @@ func (s *Site) Listen(network, address string) (l net.Listener, err error) {
 // run calls f on a thread that is in the site's network namespace for the
 // call: the sockets f makes are the site's, and stay so.
 func (s *Site) run(f func()) error {
+	if err := runInNetns(s.nsPath, f); err != nil {
+		return fmt.Errorf("site %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// runInNetns calls f on a thread that is in the network namespace at
+// nsPath for the call: the sockets f makes are that namespace's, and stay
+// so.
+func runInNetns(nsPath string, f func()) error {
 	done := make(chan error, 1)
 	go func() {
 		// A thread that cannot come back is never unlocked, so Go
@@ -160,20 +170,20 @@ func (s *Site) run(f func()) error {
 		back, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("site %s: %w", s.Name, err)
+			done <- err
 			return
 		}
 		defer back.Close()
-		ns, err := os.Open(s.nsPath)
+		ns, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("site %s: %w", s.Name, err)
+			done <- err
 			return
 		}
 		defer ns.Close()
 		if err := setns(ns); err != nil {
 			runtime.UnlockOSThread()
-			done <- fmt.Errorf("site %s: enter its network namespace: %w", s.Name, err)
+			done <- fmt.Errorf("enter network namespace %s: %w", nsPath, err)
 			return
 		}
 		f()
