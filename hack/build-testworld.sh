@@ -57,6 +57,26 @@ announce() {
 # throwaway module that requires k8s.io/kubernetes. Its staging modules are
 # replaced by their published versions, exactly as k8s.io/kubernetes' own
 # go.mod replaces them with local directories.
+# kubernetes_module writes DIR/go.mod of module flotilla.local/NAME, which
+# builds commands of k8s.io/kubernetes VERSION: every staging module it
+# replaces with a local path is required at the matching v0 version.
+kubernetes_module() {
+  local dir="$1" name="$2" version="$3"
+  local gomod
+  gomod="$(cd "$dir" && go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
+  local staging="v0${version#v1}"
+  {
+    echo "module flotilla.local/$name"
+    echo
+    echo "go 1.25"
+    echo
+    echo "require k8s.io/kubernetes $version"
+    echo
+    awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&$2=="=>"{print $1}' "$gomod" |
+      while read -r m; do echo "replace $m => $m $staging"; done
+  } >"$dir/go.mod"
+}
+
 build_kubernetes() {
   local KUBERNETES_VERSION="$1"
   local out="$CACHE/kubernetes-$KUBERNETES_VERSION"
@@ -67,19 +87,7 @@ build_kubernetes() {
   log "building kubernetes $KUBERNETES_VERSION"
   local work; work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
-  local gomod
-  gomod="$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
-  local staging="v0${KUBERNETES_VERSION#v1}"
-  {
-    echo "module flotilla.local/testworld-kubernetes"
-    echo
-    echo "go 1.25"
-    echo
-    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-    echo
-    awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&$2=="=>"{print $1}' "$gomod" |
-      while read -r m; do echo "replace $m => $m $staging"; done
-  } >"$work/go.mod"
+  kubernetes_module "$work" testworld-kubernetes "$KUBERNETES_VERSION"
   mkdir -p "$work/kube-apiserver" "$work/kube-controller-manager" "$work/kube-scheduler" "$work/kubectl"
   cat >"$work/kube-apiserver/main.go" <<'GO'
 package main
@@ -165,19 +173,7 @@ build_kube_proxy() {
   log "building kube-proxy $KUBERNETES_VERSION"
   local work; work="$(mktemp -d)"
   trap 'rm -rf "$work"' RETURN
-  local gomod
-  gomod="$(cd "$work" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')"
-  local staging="v0${KUBERNETES_VERSION#v1}"
-  {
-    echo "module flotilla.local/testworld-kube-proxy"
-    echo
-    echo "go 1.25"
-    echo
-    echo "require k8s.io/kubernetes $KUBERNETES_VERSION"
-    echo
-    awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&$2=="=>"{print $1}' "$gomod" |
-      while read -r m; do echo "replace $m => $m $staging"; done
-  } >"$work/go.mod"
+  kubernetes_module "$work" testworld-kube-proxy "$KUBERNETES_VERSION"
   mkdir -p "$work/kube-proxy"
   cat >"$work/kube-proxy/main.go" <<'GO'
 package main
