@@ -68,6 +68,11 @@ func TestStandbyTakeover(t *testing.T) {
 		}
 		return false, "", nil
 	})
+	select {
+	case <-standby.Done():
+		t.Fatalf("the standby exited before the takeover:\n%s", standby.LogTail(20))
+	default:
+	}
 	if err := syscall.Kill(active.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
